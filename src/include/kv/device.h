@@ -1,0 +1,69 @@
+/* Devices and their allocators.
+ *
+ * A device is a backend kind plus an index. Each device type owns one
+ * allocator (iface + context, ggml style) whose live-bytes and live-count
+ * statistics let the runner prove a case leaked no storage. */
+#ifndef KV_DEVICE_H
+#define KV_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kv/keys.h"
+#include "kv/status.h"
+
+/* Device types mirror the backend keys one to one. */
+typedef enum kv_device_type {
+    KV_DEVICE_CPU = KV_KEY_CPU,
+    KV_DEVICE_CUDA = KV_KEY_CUDA,
+    KV_DEVICE_SIM = KV_KEY_SIM,
+    KV_DEVICE_ACCEL = KV_KEY_ACCEL,
+    KV_DEVICE_PLUGIN0 = KV_KEY_PLUGIN0,
+    KV_DEVICE_PLUGIN1 = KV_KEY_PLUGIN1,
+    KV_DEVICE_PLUGIN2 = KV_KEY_PLUGIN2,
+    KV_DEVICE_PLUGIN3 = KV_KEY_PLUGIN3,
+    KV_DEVICE_TYPE_COUNT
+} kv_device_type;
+
+typedef struct kv_device {
+    kv_device_type type;
+    int index;
+} kv_device;
+
+#define KV_DEVICE_CPU0 ((kv_device){ KV_DEVICE_CPU, 0 })
+
+static inline kv_key kv_device_key(kv_device d) { return (kv_key)d.type; }
+static inline int kv_device_equal(kv_device a, kv_device b) { return a.type == b.type && a.index == b.index; }
+const char *kv_device_type_name(kv_device_type t); /* "cpu", "cuda", "sim", "accel", "plugin0".. */
+/* Parses "cpu", "sim", "accel", "cuda:1"; returns 0 on success, -1 if not. */
+int kv_device_parse(const char *text, kv_device *out);
+
+/* Allocator vtable. `alloc` returns NULL on failure; memory it returns is
+ * host-addressable only for host devices (CPU, and ACCEL/SIM while they
+ * live in host memory); other code must go through a backend's copy ops. */
+typedef struct kv_allocator_iface {
+    void *(*alloc)(void *context, size_t nbytes);
+    void (*free)(void *context, void *ptr, size_t nbytes);
+} kv_allocator_iface;
+
+typedef struct kv_allocator_stats {
+    int64_t live_bytes;
+    int64_t live_count;
+    int64_t total_allocs; /* monotonic */
+} kv_allocator_stats;
+
+typedef struct kv_allocator kv_allocator;
+
+/* The allocator used for new storage on devices of this type. CPU has one
+ * built in (64-byte aligned); other types get one when a backend installs
+ * it. Returns NULL when none is installed. */
+kv_allocator *kv_allocator_for(kv_device_type t);
+/* Installs (or with iface NULL, removes) the allocator of a device type.
+ * Statistics are kept by libkv, not by the iface. */
+void kv_allocator_install(kv_device_type t, const kv_allocator_iface *iface, void *context);
+
+void *kv_allocator_alloc(kv_allocator *a, size_t nbytes);
+void kv_allocator_free(kv_allocator *a, void *ptr, size_t nbytes);
+kv_allocator_stats kv_allocator_stats_of(kv_device_type t);
+
+#endif

@@ -1,0 +1,80 @@
+/* The op registry, dispatch tables, kv_call and kv_redispatch.
+ *
+ * Every op is registered once from its schema (kernels/ops.schema, compiled
+ * in by kvgen). Kernels register per (op, key); backend fallbacks per key.
+ * Each registration recomputes the op's table, one entry per runtime key:
+ * direct kernel (or direct fallthrough), else backend fallback (or global
+ * fallthrough), else missing. The hot path is one index into that table.
+ *
+ * Registration is meant for start-up (and for tests, single threaded);
+ * calls may run concurrently from any number of threads. */
+#ifndef KV_DISPATCH_H
+#define KV_DISPATCH_H
+
+#include <stdatomic.h>
+
+#include "kv/keys.h"
+#include "kv/schema.h"
+#include "kv/stack.h"
+#include "kv/status.h"
+
+typedef struct kv_op kv_op;
+
+/* A boxed kernel. `ks` is the key set the dispatcher selected it with; a
+ * kernel at key K that wants the layers below calls
+ * kv_redispatch(op, ks & kv_keyset_below(K), stack). */
+typedef kv_status (*kv_kernel_fn)(const kv_op *op, kv_keyset ks, kv_stack *stack);
+
+typedef enum kv_entry_kind {
+    KV_ENTRY_MISSING,
+    KV_ENTRY_KERNEL,       /* registered for this op and key */
+    KV_ENTRY_FALLBACK,     /* the key's backend fallback */
+    KV_ENTRY_FALLTHROUGH   /* skip this key (per op or for every op) */
+} kv_entry_kind;
+
+/* Registers every op of ops.schema and the built-in CPU kernels. Runs once;
+ * every lookup calls it, so explicit calls are optional. */
+kv_status kv_init(void);
+
+/* ---- ops ---- */
+kv_status kv_op_register(const char *schema_text, const kv_op **out);
+const kv_op *kv_op_find(const char *full_name);     /* NULL + KV_ERR_UNKNOWN_OP */
+/* The handle cache of the typed wrappers: resolves `name` once and stores
+ * it atomically in *cache. With KV_NO_DISPATCH_CACHE=1 (read once at init)
+ * every call looks the name up again, so cached and uncached paths can be
+ * compared. */
+const kv_op *kv_op_handle(_Atomic(const kv_op *) *cache, const char *full_name);
+bool kv_dispatch_cache_enabled(void);
+void kv_dispatch_cache_set_enabled(bool enabled); /* tests and the runner */
+
+const char *kv_op_name(const kv_op *op);
+const kv_schema *kv_op_schema(const kv_op *op);
+int kv_op_count(void);
+const kv_op *kv_op_at(int i);                       /* sorted by full name */
+
+/* ---- kernels ---- */
+/* fn NULL removes the registration (used by tests to disable a kernel). */
+kv_status kv_register_kernel(const char *op_name, kv_key key, kv_kernel_fn fn);
+kv_status kv_register_fallthrough(const char *op_name, kv_key key);
+void kv_register_fallback(kv_key key, kv_kernel_fn fn);   /* fn NULL removes */
+void kv_register_fallback_fallthrough(kv_key key);
+
+kv_entry_kind kv_op_entry_kind(const kv_op *op, kv_key key);
+kv_kernel_fn kv_op_entry_fn(const kv_op *op, kv_key key);
+/* Keys whose entry for this op is a fallthrough. */
+kv_keyset kv_op_fallthrough_keys(const kv_op *op);
+
+/* ---- calls ---- */
+/* The key set kv_call would dispatch on for these arguments: the OR of the
+ * tensor arguments' key sets (plus the Device argument's backend for
+ * factories, CPU by default) | TLS included, minus TLS excluded, minus the
+ * op's fallthrough keys. Tensors on two backends are KV_ERR_DEVICE
+ * (0-dim CPU tensors excepted, as in PyTorch). */
+kv_status kv_call_keyset(const kv_op *op, const kv_stack *stack, kv_keyset *out);
+kv_status kv_call(const kv_op *op, kv_stack *stack);
+kv_status kv_call_by_name(const char *full_name, kv_stack *stack);
+/* Dispatches on `ks` as given (minus the op's fallthrough keys) without
+ * consulting the arguments or TLS. */
+kv_status kv_redispatch(const kv_op *op, kv_keyset ks, kv_stack *stack);
+
+#endif

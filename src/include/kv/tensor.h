@@ -1,0 +1,126 @@
+/* Storage and tensors (DESIGN.md section 2).
+ *
+ * A storage is a refcounted block of device memory with one version
+ * counter that every view of it shares. A tensor is a refcounted view:
+ * sizes, strides and offset in elements, dtype, device, key set, and an
+ * optional autograd record owned by src/modes. 0-dim, zero-size, broadcast
+ * (stride 0), transposed and sliced tensors are all ordinary tensors. */
+#ifndef KV_TENSOR_H
+#define KV_TENSOR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kv/device.h"
+#include "kv/dtype.h"
+#include "kv/keys.h"
+#include "kv/scalar.h"
+#include "kv/status.h"
+
+#define KV_MAX_DIMS 8
+
+typedef struct kv_storage {
+    atomic_int refcount;
+    void *data;
+    size_t nbytes;
+    kv_device device;
+    kv_allocator *allocator;   /* NULL for borrowed memory (never freed) */
+    atomic_llong version;      /* bumped by every in-place write */
+} kv_storage;
+
+struct kv_autograd_meta;       /* defined by src/modes; opaque here */
+
+typedef struct kv_tensor {
+    atomic_int refcount;
+    kv_storage *storage;
+    int ndim;
+    int64_t sizes[KV_MAX_DIMS];
+    int64_t strides[KV_MAX_DIMS]; /* in elements; 0 for broadcast dims */
+    int64_t offset;               /* storage offset, in elements */
+    kv_dtype dtype;
+    kv_device device;
+    kv_keyset keys;               /* backend key | lazy bits | Autograd ... */
+    struct kv_autograd_meta *autograd;
+} kv_tensor;
+
+/* ---- storage ---- */
+kv_storage *kv_storage_new(size_t nbytes, kv_device device); /* NULL + error on failure */
+void kv_storage_retain(kv_storage *s);
+void kv_storage_release(kv_storage *s);
+
+/* ---- creation (new tensors hold one reference, owned by the caller) ---- */
+/* Contiguous, uninitialized. Negative sizes, ndim > KV_MAX_DIMS or an
+ * uninstalled device allocator are errors, not aborts. */
+kv_tensor *kv_tensor_empty(const int64_t *sizes, int ndim, kv_dtype dtype, kv_device device);
+/* Uninitialized with explicit strides; storage covers every reachable
+ * element (strides may be 0 or out of row-major order, not negative). */
+kv_tensor *kv_tensor_empty_strided(const int64_t *sizes, const int64_t *strides, int ndim,
+                                   kv_dtype dtype, kv_device device);
+/* A contiguous CPU tensor holding a copy of `data` (row-major, dtype's
+ * in-memory layout). For tests and the runner. */
+kv_tensor *kv_tensor_from_data(const void *data, const int64_t *sizes, int ndim, kv_dtype dtype);
+/* A view of `base`'s storage: same dtype, device, keys and version counter.
+ * Bounds are checked against the storage size. */
+kv_tensor *kv_tensor_view(const kv_tensor *base, const int64_t *sizes, const int64_t *strides,
+                          int ndim, int64_t offset);
+/* A new tensor struct for the same storage and geometry ("shallow copy"):
+ * what boxing uses to re-tag a tensor without touching the caller's. */
+kv_tensor *kv_tensor_alias(const kv_tensor *t);
+
+void kv_tensor_retain(kv_tensor *t);
+void kv_tensor_release(kv_tensor *t); /* NULL is allowed */
+
+/* Called (when set) as a tensor's last reference goes, so src/modes can
+ * free the autograd record without core knowing its layout. */
+extern void (*kv_tensor_autograd_free_hook)(struct kv_autograd_meta *meta);
+
+/* ---- geometry ---- */
+int64_t kv_tensor_numel(const kv_tensor *t);
+bool kv_tensor_is_contiguous(const kv_tensor *t);
+/* Writes row-major strides for sizes; returns numel (0 for zero-size). */
+int64_t kv_contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides_out);
+/* Normalizes a possibly negative dim against ndim (PyTorch's wrap rule;
+ * for 0-dim tensors dims -1 and 0 are valid). On error sets KV_ERR_DIM
+ * with `op` and `arg` in the message and returns -1. */
+int kv_wrap_dim(int64_t dim, int ndim, const char *op, const char *arg);
+/* Broadcasts shapes a and b (numpy rules). KV_ERR_SHAPE on mismatch. */
+kv_status kv_broadcast_shapes(const int64_t *a, int na, const int64_t *b, int nb,
+                              int64_t *out, int *nout);
+/* Strides that make `t` look like shape `sizes` (stride 0 on broadcast
+ * dims). KV_ERR_SHAPE if t does not broadcast to it. */
+kv_status kv_broadcast_strides(const kv_tensor *t, const int64_t *sizes, int ndim,
+                               int64_t *strides_out);
+bool kv_same_shape(const kv_tensor *a, const kv_tensor *b);
+
+/* ---- data (host devices only) ---- */
+/* Address of the element at `offset` (i.e. logical index 0). NULL for
+ * devices whose memory the host cannot address. */
+void *kv_tensor_data(const kv_tensor *t);
+/* Address of the element at a multi-index. */
+void *kv_tensor_element(const kv_tensor *t, const int64_t *index);
+/* Element read/write through doubles, for tests (complex: real part). */
+double kv_tensor_get_f64(const kv_tensor *t, const int64_t *index);
+void kv_tensor_set_f64(kv_tensor *t, const int64_t *index, double v);
+
+/* ---- versions ---- */
+int64_t kv_tensor_version(const kv_tensor *t);
+void kv_tensor_bump_version(kv_tensor *t);
+
+/* ---- type promotion (PyTorch's result_type) ---- */
+/* The promoted type of two dtypes (torch.promote_types). */
+kv_dtype kv_promote_types(kv_dtype a, kv_dtype b);
+/* torch.result_type over tensors and scalars: dimensioned tensors take
+ * priority over 0-dim tensors, which take priority over scalars; a lower
+ * group only matters when its category is higher than every category
+ * above it (then it contributes its category's default: f32 for floats,
+ * c64 for complex, or the 0-dim tensor's own dtype). `tensors` may hold
+ * NULL entries (absent optional tensors), which are ignored. */
+kv_dtype kv_result_type(const kv_tensor *const *tensors, int ntensors,
+                        const kv_scalar *scalars, int nscalars);
+/* Whether a value of type `from` may be written into `to` by an in-place
+ * op (torch.can_cast: no category demotion, e.g. float into int). */
+bool kv_can_cast(kv_dtype from, kv_dtype to);
+
+#endif
