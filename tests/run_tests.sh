@@ -1,22 +1,29 @@
 #!/bin/sh
-# Runs every unit-test binary given on the command line, shows each one's
-# CMocka output, and ends with one summary line. Exits non-zero if any
-# binary failed (a test failure, a crash, or a missing binary).
+# Runs every unit-test binary in the given folder that has a source file
+# tests/<name>.c (so a binary left over from a removed test never runs),
+# shows each one's CMocka output, and ends with one summary line. Exits
+# non-zero if any binary failed (a test failure, a crash) or none ran.
+dir=${1:?usage: run_tests.sh BUILD_TEST_DIR}
 failed=""
 count=0
-for t in "$@"; do
+for src in tests/test_*.c; do
+    name=$(basename "$src" .c)
+    bin="$dir/$name"
     count=$((count + 1))
-    echo "=== $t"
-    if ! "$t"; then
-        failed="$failed $t"
+    echo "=== $name"
+    if [ ! -x "$bin" ]; then
+        echo "run_tests: $bin was not built" >&2
+        failed="$failed $name"
+    elif ! "$bin"; then
+        failed="$failed $name"
     fi
 done
 if [ "$count" -eq 0 ]; then
-    echo "run_tests: no test binaries given" >&2
+    echo "run_tests: no tests/test_*.c found" >&2
     exit 1
 fi
 if [ -n "$failed" ]; then
-    echo "FAILED test binaries:$failed"
+    echo "FAILED:$failed ($count test programs)"
     exit 1
 fi
-echo "all $count test binaries passed"
+echo "all $count test programs passed"

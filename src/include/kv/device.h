@@ -61,6 +61,10 @@ kv_allocator *kv_allocator_for(kv_device_type t);
 /* Installs (or with iface NULL, removes) the allocator of a device type.
  * Statistics are kept by libkv, not by the iface. */
 void kv_allocator_install(kv_device_type t, const kv_allocator_iface *iface, void *context);
+/* The built-in CPU iface (context NULL), so code that swapped in its own
+ * CPU allocator (e.g. one that fails, or adds redzones) can put it back:
+ * kv_allocator_install(KV_DEVICE_CPU, kv_allocator_cpu_iface(), NULL). */
+const kv_allocator_iface *kv_allocator_cpu_iface(void);
 
 void *kv_allocator_alloc(kv_allocator *a, size_t nbytes);
 void kv_allocator_free(kv_allocator *a, void *ptr, size_t nbytes);

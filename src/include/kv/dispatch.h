@@ -49,6 +49,9 @@ void kv_dispatch_cache_set_enabled(bool enabled); /* tests and the runner */
 
 const char *kv_op_name(const kv_op *op);
 const kv_schema *kv_op_schema(const kv_op *op);
+/* The op's kv_op_id (build/gen/kv/op_ids.h) for ops of ops.schema; -1 for
+ * ops registered at run time with kv_op_register. */
+int kv_op_builtin_id(const kv_op *op);
 int kv_op_count(void);
 const kv_op *kv_op_at(int i);                       /* sorted by full name */
 

@@ -65,7 +65,8 @@ static inline kv_keyset kv_keyset_below(kv_key k) { return kv_keyset_of(k) - 1; 
 const char *kv_key_name(kv_key k);
 /* Accepts kv_key_name spellings; returns 0 on success, -1 if unknown. */
 int kv_key_parse(const char *name, kv_key *out);
-/* Writes "CPU|Conjugate|Autograd" (lowest first) into buf; returns length. */
+/* Writes "CPU|Conjugate|Autograd" (lowest first; "" when empty) into buf;
+ * returns the full length like snprintf (truncated output stays terminated). */
 int kv_keyset_format(kv_keyset ks, char *buf, int cap);
 
 /* Thread-local included and excluded sets. Guards are values: push returns

@@ -50,7 +50,9 @@ typedef struct kv_arg {
     bool kwarg_only;
     bool has_default;
     /* The default as a value. Int lists point into default_ints;
-     * strings into default_str. Memory formats and layouts are ints. */
+     * strings into default_str. Memory formats and layouts are ints
+     * (c10's numbering: strided = 0; contiguous_format = 0,
+     * preserve_format = 1, channels_last = 2, channels_last_3d = 3). */
     kv_ivalue default_value;
     int64_t default_ints[8];
     char default_str[32];

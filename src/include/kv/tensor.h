@@ -62,11 +62,14 @@ kv_tensor *kv_tensor_empty_strided(const int64_t *sizes, const int64_t *strides,
  * in-memory layout). For tests and the runner. */
 kv_tensor *kv_tensor_from_data(const void *data, const int64_t *sizes, int ndim, kv_dtype dtype);
 /* A view of `base`'s storage: same dtype, device, keys and version counter.
- * Bounds are checked against the storage size. */
+ * Bounds are checked against the storage size. strides NULL means
+ * contiguous. The view's autograd is NULL (metadata is never inherited). */
 kv_tensor *kv_tensor_view(const kv_tensor *base, const int64_t *sizes, const int64_t *strides,
                           int ndim, int64_t offset);
 /* A new tensor struct for the same storage and geometry ("shallow copy"):
- * what boxing uses to re-tag a tensor without touching the caller's. */
+ * what boxing uses to re-tag a tensor without touching the caller's.
+ * Its autograd is NULL: a caller that shares t->autograd with the alias
+ * must make kv_tensor_autograd_free_hook safe for that (refcounted meta). */
 kv_tensor *kv_tensor_alias(const kv_tensor *t);
 
 void kv_tensor_retain(kv_tensor *t);
@@ -93,6 +96,9 @@ kv_status kv_broadcast_shapes(const int64_t *a, int na, const int64_t *b, int nb
 kv_status kv_broadcast_strides(const kv_tensor *t, const int64_t *sizes, int ndim,
                                int64_t *strides_out);
 bool kv_same_shape(const kv_tensor *a, const kv_tensor *b);
+/* Writes "[2, 3]" ("[]" for 0-dim) into buf, snprintf style: returns the
+ * length the full text needs. For error messages and reports. */
+int kv_shape_format(const int64_t *sizes, int ndim, char *buf, int cap);
 
 /* ---- data (host devices only) ---- */
 /* Address of the element at `offset` (i.e. logical index 0). NULL for
@@ -116,7 +122,8 @@ kv_dtype kv_promote_types(kv_dtype a, kv_dtype b);
  * group only matters when its category is higher than every category
  * above it (then it contributes its category's default: f32 for floats,
  * c64 for complex, or the 0-dim tensor's own dtype). `tensors` may hold
- * NULL entries (absent optional tensors), which are ignored. */
+ * NULL entries (absent optional tensors), which are ignored. With no
+ * operand at all it returns the default dtype, f32. */
 kv_dtype kv_result_type(const kv_tensor *const *tensors, int ntensors,
                         const kv_scalar *scalars, int nscalars);
 /* Whether a value of type `from` may be written into `to` by an in-place

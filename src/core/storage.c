@@ -1,0 +1,54 @@
+/* Refcounted device memory blocks. The version counter lives here, not in
+ * the tensor, so every view of one storage sees the same count. */
+#include <stdlib.h>
+
+#include "kv/tensor.h"
+
+kv_storage *kv_storage_new(size_t nbytes, kv_device device) {
+    if ((int)device.type < 0 || (int)device.type >= (int)KV_DEVICE_TYPE_COUNT) {
+        kv_error(KV_ERR_DEVICE, "storage: argument 'device': unknown device type %d", (int)device.type);
+        return NULL;
+    }
+    if (device.index < 0) {
+        kv_error(KV_ERR_DEVICE, "storage: argument 'device': negative device index %d for %s",
+                 device.index, kv_device_type_name(device.type));
+        return NULL;
+    }
+    kv_allocator *a = kv_allocator_for(device.type);
+    if (a == NULL) {
+        kv_error(KV_ERR_DEVICE, "storage: argument 'device': no allocator installed for device %s:%d",
+                 kv_device_type_name(device.type), device.index);
+        return NULL;
+    }
+    kv_storage *s = malloc(sizeof *s);
+    if (s == NULL) {
+        kv_error(KV_ERR_OOM, "storage: out of host memory for the storage header");
+        return NULL;
+    }
+    s->data = kv_allocator_alloc(a, nbytes);
+    if (s->data == NULL) {
+        free(s);
+        kv_error(KV_ERR_OOM, "storage: argument 'nbytes': allocator for %s:%d returned nothing for %zu bytes",
+                 kv_device_type_name(device.type), device.index, nbytes);
+        return NULL;
+    }
+    atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
+    s->nbytes = nbytes;
+    s->device = device;
+    s->allocator = a;
+    return s;
+}
+
+void kv_storage_retain(kv_storage *s) {
+    if (s) atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
+}
+
+void kv_storage_release(kv_storage *s) {
+    if (s == NULL) return;
+    /* acq_rel: the thread that frees must see every write made through
+     * the other references before they were dropped. */
+    if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
+    if (s->allocator) kv_allocator_free(s->allocator, s->data, s->nbytes);
+    free(s);
+}

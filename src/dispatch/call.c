@@ -1,0 +1,239 @@
+/* kv_call and kv_redispatch: the hot path. Argument checking, the key set
+ * computation and one table index; nothing here allocates. */
+#include "dispatch/op_internal.h"
+
+#include <stdio.h>
+
+#include "kv/tensor.h"
+
+/* ---- argument checking ---- */
+
+/* "Tensor?", "int[1]?" ... as the schema spells the type. */
+static void type_text(const kv_type *t, char *buf, size_t cap) {
+    char len[16] = "";
+    if (t->is_list) {
+        if (t->fixed_len > 0) snprintf(len, sizeof len, "[%d]", t->fixed_len);
+        else snprintf(len, sizeof len, "[]");
+    }
+    snprintf(buf, cap, "%s%s%s", kv_type_kind_name(t->kind), len, t->optional ? "?" : "");
+}
+
+static kv_status arg_mismatch(const kv_op *op, const kv_arg *a, const char *got) {
+    char want[40];
+    type_text(&a->type, want, sizeof want);
+    return kv_error(KV_ERR_INVALID_ARG, "%s: argument '%s': expected %s, got %s", op->schema.full_name, a->name, want,
+                    got);
+}
+
+static kv_ivalue_tag tag_for(const kv_type *t) {
+    if (t->is_list) return t->kind == KV_TYPE_TENSOR ? KV_IV_TENSOR_LIST : KV_IV_INT_LIST;
+    switch (t->kind) {
+    case KV_TYPE_TENSOR: return KV_IV_TENSOR;
+    case KV_TYPE_INT: return KV_IV_INT;
+    case KV_TYPE_FLOAT: return KV_IV_DOUBLE;
+    case KV_TYPE_BOOL: return KV_IV_BOOL;
+    case KV_TYPE_STR: return KV_IV_STR;
+    case KV_TYPE_SCALAR: return KV_IV_SCALAR;
+    case KV_TYPE_SCALAR_TYPE: return KV_IV_DTYPE;
+    case KV_TYPE_DEVICE: return KV_IV_DEVICE;
+    case KV_TYPE_LAYOUT: return KV_IV_INT;
+    case KV_TYPE_MEMORY_FORMAT: return KV_IV_INT;
+    }
+    return KV_IV_NONE;
+}
+
+/* The tag is right; is the payload usable? Kernels trust it blindly. */
+static kv_status check_payload(const kv_op *op, const kv_arg *a, const kv_ivalue *v) {
+    char got[64];
+    switch (v->tag) {
+    case KV_IV_TENSOR:
+        if (v->v.tensor == NULL) return arg_mismatch(op, a, "a NULL tensor");
+        return KV_OK;
+    case KV_IV_TENSOR_LIST:
+        if (v->v.tensors.n < 0 || (v->v.tensors.n > 0 && v->v.tensors.items == NULL))
+            return arg_mismatch(op, a, "a malformed tensor list");
+        for (int i = 0; i < v->v.tensors.n; i++) {
+            if (v->v.tensors.items[i] == NULL) {
+                snprintf(got, sizeof got, "a NULL tensor at element %d", i);
+                return arg_mismatch(op, a, got);
+            }
+        }
+        return KV_OK;
+    case KV_IV_INT_LIST:
+        if (v->v.ints.n < 0 || (v->v.ints.n > 0 && v->v.ints.items == NULL))
+            return arg_mismatch(op, a, "a malformed int list");
+        return KV_OK;
+    case KV_IV_STR:
+        if (v->v.str == NULL) return arg_mismatch(op, a, "a NULL string");
+        return KV_OK;
+    case KV_IV_SCALAR:
+        if ((unsigned)v->v.scalar.kind > (unsigned)KV_SCALAR_COMPLEX) {
+            snprintf(got, sizeof got, "a Scalar of unknown kind %d", (int)v->v.scalar.kind);
+            return arg_mismatch(op, a, got);
+        }
+        return KV_OK;
+    case KV_IV_DTYPE:
+        if ((unsigned)v->v.dtype >= (unsigned)KV_DTYPE_COUNT) {
+            snprintf(got, sizeof got, "unknown dtype value %d", (int)v->v.dtype);
+            return arg_mismatch(op, a, got);
+        }
+        return KV_OK;
+    case KV_IV_DEVICE:
+        if ((unsigned)v->v.device.type >= (unsigned)KV_DEVICE_TYPE_COUNT || v->v.device.index < 0) {
+            snprintf(got, sizeof got, "unknown device (type %d, index %d)", (int)v->v.device.type,
+                     v->v.device.index);
+            return arg_mismatch(op, a, got);
+        }
+        return KV_OK;
+    case KV_IV_NONE:
+    case KV_IV_INT:
+    case KV_IV_DOUBLE:
+    case KV_IV_BOOL:
+        return KV_OK;
+    }
+    return KV_OK;
+}
+
+static kv_status check_stack(const kv_op *op, const kv_stack *stack) {
+    const kv_schema *s = &op->schema;
+    if (stack->size != s->nargs || stack->size > stack->cap || (stack->size > 0 && stack->slots == NULL))
+        return kv_error(KV_ERR_INTERNAL, "%s: expected %d arguments on the stack, got %d (capacity %d)", s->full_name,
+                        s->nargs, stack->size, stack->cap);
+    for (int i = 0; i < s->nargs; i++) {
+        const kv_arg *a = &s->args[i];
+        const kv_ivalue *v = &stack->slots[i];
+        if (v->tag == KV_IV_NONE) {
+            if (!a->type.optional) return arg_mismatch(op, a, "None");
+            continue;
+        }
+        if (v->tag != tag_for(&a->type)) {
+            if ((unsigned)v->tag > (unsigned)KV_IV_STR) return arg_mismatch(op, a, "a value with an unknown tag");
+            return arg_mismatch(op, a, kv_ivalue_tag_name(v->tag));
+        }
+        kv_status st = check_payload(op, a, v);
+        if (st != KV_OK) return st;
+    }
+    return KV_OK;
+}
+
+/* ---- key sets ---- */
+
+static void device_text(kv_device d, bool with_index, char *buf, size_t cap) {
+    if (with_index || d.index != 0) snprintf(buf, cap, "%s:%d", kv_device_type_name(d.type), d.index);
+    else snprintf(buf, cap, "%s", kv_device_type_name(d.type));
+}
+
+typedef struct keyset_scan {
+    kv_keyset ks;
+    bool any_tensor;
+    bool have_device;
+    kv_device device; /* of the first tensor that is not a 0-dim CPU tensor */
+} keyset_scan;
+
+static kv_status scan_tensor(const kv_op *op, const kv_arg *a, const kv_tensor *t, keyset_scan *sc) {
+    sc->ks |= t->keys;
+    sc->any_tensor = true;
+    /* PyTorch lets a 0-dim CPU tensor take part in an op on any device (it
+     * is read as a scalar), so it neither sets nor checks the device. */
+    if (t->ndim == 0 && t->device.type == KV_DEVICE_CPU) return KV_OK;
+    if (!sc->have_device) {
+        sc->device = t->device;
+        sc->have_device = true;
+        return KV_OK;
+    }
+    if (kv_device_equal(sc->device, t->device)) return KV_OK;
+    char d0[32], d1[32];
+    bool same_type = sc->device.type == t->device.type;
+    device_text(sc->device, same_type, d0, sizeof d0);
+    device_text(t->device, same_type, d1, sizeof d1);
+    return kv_error(KV_ERR_DEVICE,
+                    "%s: expected all tensors to be on the same device, but found at least two devices, %s and %s "
+                    "(argument '%s')",
+                    op->schema.full_name, d0, d1, a->name);
+}
+
+static kv_status compute_keyset(const kv_op *op, const kv_stack *stack, kv_keyset *out) {
+    keyset_scan sc = { KV_KEYSET_EMPTY, false, false, KV_DEVICE_CPU0 };
+    for (int j = 0; j < op->ntensor_args; j++) {
+        int i = op->tensor_args[j];
+        const kv_arg *a = &op->schema.args[i];
+        const kv_ivalue *v = &stack->slots[i];
+        kv_status st = KV_OK;
+        if (v->tag == KV_IV_TENSOR) {
+            st = scan_tensor(op, a, v->v.tensor, &sc);
+        } else if (v->tag == KV_IV_TENSOR_LIST) {
+            for (int e = 0; e < v->v.tensors.n && st == KV_OK; e++) st = scan_tensor(op, a, v->v.tensors.items[e], &sc);
+        }
+        if (st != KV_OK) return st;
+    }
+    if (!sc.any_tensor) {
+        /* Factories (and calls whose tensors are all absent) run on the
+         * backend their Device argument names; CPU when there is none. */
+        kv_key backend = KV_KEY_CPU;
+        if (op->device_arg >= 0 && stack->slots[op->device_arg].tag == KV_IV_DEVICE)
+            backend = kv_device_key(stack->slots[op->device_arg].v.device);
+        sc.ks |= kv_keyset_of(backend);
+    }
+    kv_tls_keys tls = kv_tls_get();
+    *out = ((sc.ks | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL;
+    return KV_OK;
+}
+
+/* ---- dispatch ---- */
+
+static kv_status no_kernel(const kv_op *op, kv_keyset ks) {
+    if (ks == KV_KEYSET_EMPTY)
+        return kv_error(KV_ERR_MISSING_KERNEL,
+                        "op '%s': no kernel to run: the dispatch key set is empty (every key was excluded or is a "
+                        "fallthrough)",
+                        op->schema.full_name);
+    char have[256];
+    int len = 0;
+    have[0] = '\0';
+    for (int k = 0; k < KV_KEY_COUNT; k++) {
+        if (!kv_keyset_has(op->kernel_keys, (kv_key)k) || len >= (int)sizeof have) continue;
+        int n = snprintf(have + len, sizeof have - (size_t)len, "%s%s", len ? ", " : "", kv_key_name((kv_key)k));
+        if (n > 0) len += n;
+    }
+    return kv_error(KV_ERR_MISSING_KERNEL, "op '%s': no kernel for key %s (kernels registered for: %s)",
+                    op->schema.full_name, kv_key_name(kv_keyset_highest(ks)), len ? have : "none");
+}
+
+static kv_status dispatch_on(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    if (ks == KV_KEYSET_EMPTY) return no_kernel(op, ks);
+    const kv_entry *e = &op->table[kv_keyset_highest(ks)];
+    if (e->fn) return e->fn(op, ks, stack);
+    return no_kernel(op, ks);
+}
+
+kv_status kv_call_keyset(const kv_op *op, const kv_stack *stack, kv_keyset *out) {
+    if (op == NULL) return kv_error(KV_ERR_INVALID_ARG, "kv_call_keyset: argument 'op': is NULL");
+    if (stack == NULL || out == NULL)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: kv_call_keyset: stack or out is NULL", op->schema.full_name);
+    kv_status st = check_stack(op, stack);
+    if (st != KV_OK) return st;
+    return compute_keyset(op, stack, out);
+}
+
+kv_status kv_call(const kv_op *op, kv_stack *stack) {
+    if (op == NULL) return kv_error(KV_ERR_INVALID_ARG, "kv_call: argument 'op': is NULL");
+    if (stack == NULL) return kv_error(KV_ERR_INVALID_ARG, "%s: the stack is NULL", op->schema.full_name);
+    kv_status st = check_stack(op, stack);
+    if (st != KV_OK) return st;
+    kv_keyset ks;
+    st = compute_keyset(op, stack, &ks);
+    if (st != KV_OK) return st;
+    return dispatch_on(op, ks, stack);
+}
+
+kv_status kv_call_by_name(const char *full_name, kv_stack *stack) {
+    const kv_op *op = kv_op_find(full_name);
+    if (op == NULL) return kv_last_error();
+    return kv_call(op, stack);
+}
+
+kv_status kv_redispatch(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    if (op == NULL) return kv_error(KV_ERR_INVALID_ARG, "kv_redispatch: argument 'op': is NULL");
+    if (stack == NULL) return kv_error(KV_ERR_INVALID_ARG, "%s: the stack is NULL", op->schema.full_name);
+    return dispatch_on(op, ks & ~op->fallthrough & KV_KEYSET_ALL, stack);
+}

@@ -1,0 +1,41 @@
+/* The layout of an op, shared by registry.c (which builds it) and call.c
+ * (which reads it on the hot path). Not part of the public API; tests may
+ * include it to observe the registry. */
+#ifndef KV_DISPATCH_OP_INTERNAL_H
+#define KV_DISPATCH_OP_INTERNAL_H
+
+#include <stdint.h>
+
+#include "kv/dispatch.h"
+
+typedef struct kv_entry {
+    kv_entry_kind kind;
+    kv_kernel_fn fn; /* NULL unless kind is KERNEL or FALLBACK */
+} kv_entry;
+
+struct kv_op {
+    /* Parsed in place: the defaults of the schema point into it. */
+    kv_schema schema;
+    int builtin_id; /* kv_op_id for ops of ops.schema, -1 otherwise */
+
+    /* What was registered for this op itself. */
+    kv_kernel_fn direct[KV_KEY_COUNT];
+    kv_keyset direct_fallthrough;
+
+    /* Computed from the above and the global fallbacks. */
+    kv_entry table[KV_KEY_COUNT];
+    kv_keyset fallthrough;  /* keys whose entry is KV_ENTRY_FALLTHROUGH */
+    kv_keyset kernel_keys;  /* keys whose entry is KV_ENTRY_KERNEL */
+
+    /* Argument positions the key set computation needs, precomputed at
+     * registration so kv_call does not walk the schema's types. */
+    int tensor_args[KV_SCHEMA_MAX_ARGS]; /* Tensor, Tensor?, Tensor[] */
+    int ntensor_args;
+    int device_arg; /* index of the Device argument, -1 if none */
+};
+
+/* How many times kv_op_find has looked a name up (monotonic, all threads).
+ * Lets tests prove the handle cache ON skips lookups and OFF does not. */
+uint64_t kv_op_lookup_count(void);
+
+#endif

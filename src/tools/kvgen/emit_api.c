@@ -1,0 +1,247 @@
+/* kv/ops.h and ops_api.c: the typed C API, one wrapper per op.
+ *
+ * A wrapper resolves its op once (kv_op_handle caches it), pushes every
+ * argument in schema order onto a stack that lives in its own frame,
+ * calls the dispatcher and takes the returns off the stack. The helpers
+ * at the top of ops_api.c check that a kernel returned what the schema
+ * says, so a kernel bug is an error value instead of a wild pointer. */
+#include "tools/kvgen/kvgen.h"
+
+#include <string.h>
+
+/* "kv_tensor *" + "self" -> "kv_tensor *self"; "int64_t" + "dim" -> "int64_t dim". */
+static void put_decl(kv_gen_buf *out, const char *ctype, const char *name) {
+    size_t n = strlen(ctype);
+    kv_gen_buf_printf(out, n && ctype[n - 1] == '*' ? "%s%s" : "%s %s", ctype, name);
+}
+
+static void put_signature(const kv_gen_op *op, kv_gen_buf *out) {
+    const kv_schema *s = &op->schema;
+    kv_gen_buf_printf(out, "%s%s(", op->ret_kind == KV_GEN_RET_TENSOR ? "kv_tensor *" : "kv_status ",
+                      op->cname);
+    int nparams = 0;
+    for (int i = 0; i < s->nargs; i++) {
+        kv_gen_arg_map m;
+        if (!kv_gen_map_arg(s->args[i].type, &m)) continue; /* rejected by kv_gen_prepare */
+        if (nparams++) kv_gen_buf_puts(out, ", ");
+        put_decl(out, m.ctype, op->params[i]);
+    }
+    if (op->ret_kind == KV_GEN_RET_OUTPARAMS) {
+        for (int i = 0; i < s->nreturns; i++) {
+            kv_gen_ret_map m;
+            if (!kv_gen_map_return(s->returns[i].type, &m)) continue;
+            if (nparams++) kv_gen_buf_puts(out, ", ");
+            put_decl(out, m.ctype, op->outs[i]);
+        }
+    }
+    if (nparams == 0) kv_gen_buf_puts(out, "void");
+    kv_gen_buf_puts(out, ")");
+}
+
+/* The schema as a one-line comment. A string default could hold a
+ * comment end, or a "??" that -std=c17 reads as a trigraph (even in
+ * comments), so both are split by a space. */
+static void put_schema_comment(const char *text, kv_gen_buf *out) {
+    kv_gen_buf_puts(out, "/* ");
+    for (const char *p = text; *p; p++) {
+        bool split = (p[0] == '*' && p[1] == '/') || (p[0] == '?' && p[1] == '?');
+        kv_gen_buf_printf(out, split ? "%c " : "%c", *p);
+    }
+    kv_gen_buf_puts(out, " */\n");
+}
+
+void kv_gen_emit_decl(const kv_gen_op *op, kv_gen_buf *out) {
+    put_schema_comment(op->text, out);
+    put_signature(op, out);
+    kv_gen_buf_puts(out, ";\n");
+}
+
+static void put_returns(const kv_gen_op *op, kv_gen_buf *out) {
+    const kv_schema *s = &op->schema;
+    const char *name = s->full_name;
+    switch (op->ret_kind) {
+    case KV_GEN_RET_TENSOR:
+        kv_gen_buf_printf(out,
+                          "    if (kv_call(op, &st) != KV_OK) return NULL;\n"
+                          "    return gen_take_tensor(&st, \"%s\");\n",
+                          name);
+        return;
+    case KV_GEN_RET_ALIAS:
+        kv_gen_buf_printf(out,
+                          "    kv_status rc = kv_call(op, &st);\n"
+                          "    if (rc != KV_OK) return rc;\n"
+                          "    return gen_drop_alias(&st, \"%s\");\n",
+                          name);
+        return;
+    case KV_GEN_RET_OUTPARAMS:
+        break;
+    }
+    kv_gen_buf_puts(out,
+                    "    kv_status rc = kv_call(op, &st);\n"
+                    "    if (rc != KV_OK) return rc;\n");
+    if (s->nreturns == 0) {
+        kv_gen_buf_printf(out, "    return gen_check_returns(&st, \"%s\", NULL, 0);\n", name);
+        return;
+    }
+    kv_gen_buf_printf(out, "    static const kv_ivalue_tag tags[%d] = { ", s->nreturns);
+    for (int i = 0; i < s->nreturns; i++) {
+        kv_gen_ret_map m;
+        if (!kv_gen_map_return(s->returns[i].type, &m)) continue;
+        kv_gen_buf_printf(out, "%s%s", i ? ", " : "", m.tag);
+    }
+    kv_gen_buf_printf(out,
+                      " };\n"
+                      "    rc = gen_check_returns(&st, \"%s\", tags, %d);\n"
+                      "    if (rc != KV_OK) return rc;\n",
+                      name, s->nreturns);
+    for (int i = 0; i < s->nreturns; i++) {
+        kv_gen_ret_map m;
+        if (!kv_gen_map_return(s->returns[i].type, &m)) continue;
+        if (s->returns[i].type.kind == KV_TYPE_TENSOR)
+            kv_gen_buf_printf(out, "    gen_put_tensor(%s, st.slots[%d].v.tensor);\n", op->outs[i], i);
+        else
+            kv_gen_buf_printf(out, "    if (%s) *%s = st.slots[%d].v.%s;\n", op->outs[i], op->outs[i], i,
+                              m.member);
+    }
+    kv_gen_buf_puts(out, "    return KV_OK;\n");
+}
+
+void kv_gen_emit_wrapper(const kv_gen_op *op, kv_gen_buf *out) {
+    const kv_schema *s = &op->schema;
+    /* The stack holds the arguments, then the returns in their place. */
+    int nslots = s->nargs > s->nreturns ? s->nargs : s->nreturns;
+    if (nslots == 0) nslots = 1;
+    put_signature(op, out);
+    kv_gen_buf_printf(out,
+                      " {\n"
+                      "    static _Atomic(const kv_op *) handle;\n"
+                      "    const kv_op *op = kv_op_handle(&handle, \"%s\");\n"
+                      "    if (!op) return %s;\n"
+                      "    kv_ivalue slots[%d];\n"
+                      "    kv_stack st = kv_stack_on(slots, %d);\n",
+                      s->full_name, op->ret_kind == KV_GEN_RET_TENSOR ? "NULL" : "kv_last_error()", nslots,
+                      nslots);
+    for (int i = 0; i < s->nargs; i++) {
+        kv_gen_arg_map m;
+        if (!kv_gen_map_arg(s->args[i].type, &m)) continue;
+        kv_gen_buf_printf(out, "    %s(&st, %s);\n", m.push, op->params[i]);
+    }
+    put_returns(op, out);
+    kv_gen_buf_puts(out, "}\n");
+}
+
+static void put_banner(const kv_gen_ops *ops, kv_gen_buf *out) {
+    kv_gen_buf_printf(out, "/* generated by kvgen from %s; do not edit.\n", ops->source);
+}
+
+void kv_gen_emit_ops_h(const kv_gen_ops *ops, kv_gen_buf *out) {
+    put_banner(ops, out);
+    kv_gen_buf_puts(out,
+                    " *\n"
+                    " * The typed C API: one function per op, sorted by full name, each\n"
+                    " * under its schema. Tensor arguments are borrowed; a NULL Tensor? or\n"
+                    " * str is None, and so is a NULL pointer for any other optional.\n"
+                    " * - A function returning kv_tensor * returns a new reference, or NULL\n"
+                    " *   with the thread-local error set (kv_last_error).\n"
+                    " * - In-place and out= ops return kv_status; the tensor they wrote is\n"
+                    " *   the caller's own argument.\n"
+                    " * - Tuple and non-tensor returns come back through the trailing\n"
+                    " *   pointer parameters, written only on success (tensors as new\n"
+                    " *   references); pass NULL to discard one. */\n"
+                    "#ifndef KV_OPS_H\n"
+                    "#define KV_OPS_H\n"
+                    "\n"
+                    "#include <stdbool.h>\n"
+                    "#include <stdint.h>\n"
+                    "\n"
+                    "#include \"kv/device.h\"\n"
+                    "#include \"kv/dtype.h\"\n"
+                    "#include \"kv/scalar.h\"\n"
+                    "#include \"kv/stack.h\"\n"
+                    "#include \"kv/status.h\"\n"
+                    "#include \"kv/tensor.h\"\n");
+    for (int i = 0; i < ops->n; i++) {
+        kv_gen_buf_puts(out, "\n");
+        kv_gen_emit_decl(ops->items[i], out);
+    }
+    kv_gen_buf_puts(out, "\n#endif\n");
+}
+
+static bool any_kind(const kv_gen_ops *ops, kv_gen_ret_kind kind) {
+    for (int i = 0; i < ops->n; i++)
+        if (ops->items[i]->ret_kind == kind) return true;
+    return false;
+}
+
+static bool any_tensor_outparam(const kv_gen_ops *ops) {
+    for (int i = 0; i < ops->n; i++) {
+        const kv_gen_op *op = ops->items[i];
+        if (op->ret_kind != KV_GEN_RET_OUTPARAMS) continue;
+        for (int j = 0; j < op->schema.nreturns; j++)
+            if (op->schema.returns[j].type.kind == KV_TYPE_TENSOR) return true;
+    }
+    return false;
+}
+
+/* Only the helpers some wrapper uses are written: an unused static
+ * function is an error under -Werror. */
+static void put_helpers(const kv_gen_ops *ops, kv_gen_buf *out) {
+    kv_gen_buf_puts(out,
+                    "\n"
+                    "/* A kernel must leave exactly the schema's returns on the stack. One\n"
+                    " * that does not is a kvsuite bug, reported as an error after its\n"
+                    " * values are released. */\n"
+                    "static kv_status gen_check_returns(kv_stack *st, const char *name, const kv_ivalue_tag *tags, int n) {\n"
+                    "    bool ok = st->size == n;\n"
+                    "    for (int i = 0; ok && i < n; i++)\n"
+                    "        ok = st->slots[i].tag == tags[i] && (tags[i] != KV_IV_TENSOR || st->slots[i].v.tensor);\n"
+                    "    if (ok) return KV_OK;\n"
+                    "    int size = st->size;\n"
+                    "    kv_stack_clear_returns(st);\n"
+                    "    return kv_error(KV_ERR_INTERNAL, \"%s: kernel left %d values on the stack, not the schema's %d returns\",\n"
+                    "                    name, size, n);\n"
+                    "}\n");
+    if (any_kind(ops, KV_GEN_RET_TENSOR))
+        kv_gen_buf_puts(out,
+                        "\n"
+                        "static kv_tensor *gen_take_tensor(kv_stack *st, const char *name) {\n"
+                        "    static const kv_ivalue_tag tags[1] = { KV_IV_TENSOR };\n"
+                        "    if (gen_check_returns(st, name, tags, 1) != KV_OK) return NULL;\n"
+                        "    return st->slots[0].v.tensor;\n"
+                        "}\n");
+    if (any_kind(ops, KV_GEN_RET_ALIAS))
+        kv_gen_buf_puts(out,
+                        "\n"
+                        "/* The returned alias is the caller's own argument: drop our reference. */\n"
+                        "static kv_status gen_drop_alias(kv_stack *st, const char *name) {\n"
+                        "    static const kv_ivalue_tag tags[1] = { KV_IV_TENSOR };\n"
+                        "    kv_status rc = gen_check_returns(st, name, tags, 1);\n"
+                        "    if (rc != KV_OK) return rc;\n"
+                        "    kv_stack_clear_returns(st);\n"
+                        "    return KV_OK;\n"
+                        "}\n");
+    if (any_tensor_outparam(ops))
+        kv_gen_buf_puts(out,
+                        "\n"
+                        "static void gen_put_tensor(kv_tensor **dst, kv_tensor *owned) {\n"
+                        "    if (dst)\n"
+                        "        *dst = owned;\n"
+                        "    else\n"
+                        "        kv_tensor_release(owned);\n"
+                        "}\n");
+}
+
+void kv_gen_emit_ops_api(const kv_gen_ops *ops, kv_gen_buf *out) {
+    put_banner(ops, out);
+    kv_gen_buf_puts(out,
+                    " *\n"
+                    " * The typed wrappers declared in kv/ops.h. */\n"
+                    "#include \"kv/dispatch.h\"\n"
+                    "#include \"kv/tensor.h\"\n"
+                    "#include \"kv/ops.h\"\n");
+    put_helpers(ops, out);
+    for (int i = 0; i < ops->n; i++) {
+        kv_gen_buf_puts(out, "\n");
+        kv_gen_emit_wrapper(ops->items[i], out);
+    }
+}
