@@ -113,8 +113,9 @@ static void test_header_shapes_and_descrs(void **state) {
     (void)state;
     char got[256];
     const int64_t five = 5;
+    /* 10 + 58 + 1 = 69 bytes: over one 64-byte block, so padded to 128. */
     long n = kv_npy_format_header(KV_C128, &five, 1, got, sizeof got);
-    assert_int_equal(n, 64);
+    assert_int_equal(n, 128);
     got[n] = '\0';
     assert_non_null(strstr(got + 10, "{'descr': '<c16', 'fortran_order': False, 'shape': (5,), }"));
     n = kv_npy_format_header(KV_BF16, NULL, 0, got, sizeof got);
@@ -228,15 +229,17 @@ static void test_transposed_and_strided_inputs(void **state) {
     size_t len;
     assert_int_equal(kv_npy_encode(sl, &buf, &len), KV_OK);
     const int32_t want2[3] = { 1, 3, 5 };
-    assert_int_equal(len, 64 + sizeof want2);
-    assert_memory_equal((char *)buf + 64, want2, sizeof want2);
+    /* The i4 (3,) header is 10 + 57 + 1 bytes, padded to 128. */
+    assert_int_equal(len, 128 + sizeof want2);
+    assert_memory_equal((char *)buf + 128, want2, sizeof want2);
     free(buf);
     /* A broadcast (stride 0) row repeated twice. */
     const int64_t sb[2] = { 2, 3 }, stb[2] = { 0, 1 };
     kv_tensor *bc = kv_tensor_view(base, sb, stb, 2, 3);
     assert_int_equal(kv_npy_encode(bc, &buf, &len), KV_OK);
     const int32_t want3[6] = { 3, 4, 5, 3, 4, 5 };
-    assert_memory_equal((char *)buf + 64, want3, sizeof want3);
+    assert_int_equal(len, 128 + sizeof want3);
+    assert_memory_equal((char *)buf + 128, want3, sizeof want3);
     free(buf);
     kv_tensor_release(bc);
     kv_tensor_release(sl);
@@ -363,7 +366,7 @@ static void test_header_length_bounds(void **state) {
     free(b);
     /* The header must end in '\n'. */
     b = build_npy(1, 0, DICT_F32_23, f6, sizeof f6, &len);
-    b[63] = ' ';
+    b[127] = ' '; /* the 59-character dict pads to 128 bytes */
     assert_null(kv_npy_decode(b, len, KV_F32, "h.npy"));
     assert_error(KV_ERR_INVALID_ARG, "newline");
     free(b);

@@ -992,6 +992,35 @@ static void test_non_cpu_inputs(void **state) {
     kv_tensor_release(x);
 }
 
+/* ---- allocation failure ---- */
+
+static int allocs_left;
+
+static void *failing_alloc(void *ctx, size_t nbytes) {
+    if (allocs_left-- <= 0) return NULL;
+    return kv_allocator_cpu_iface()->alloc(ctx, nbytes);
+}
+
+static void failing_free(void *ctx, void *ptr, size_t nbytes) { kv_allocator_cpu_iface()->free(ctx, ptr, nbytes); }
+
+/* When the second of three outputs cannot be allocated, the first is
+ * released (teardown checks) and the status says why. */
+static void test_alloc_failure_releases(void **state) {
+    (void)state;
+    kv_tensor *x = MK(KV_F32, (2, 2), 2, 1, 3, 5, 9), *o[3] = { NULL, NULL, NULL };
+    static const kv_allocator_iface failing = { failing_alloc, failing_free };
+    for (int ok_allocs = 0; ok_allocs < 3; ok_allocs++) {
+        allocs_left = ok_allocs;
+        kv_allocator_install(KV_DEVICE_CPU, &failing, NULL);
+        kv_status st = call_layer_norm(x, SZ(2), 1, NULL, NULL, 0.0, o);
+        kv_status st2 = call_group_norm(x, NULL, NULL, 2, 2, 1, 1, 0.0, o);
+        kv_allocator_install(KV_DEVICE_CPU, kv_allocator_cpu_iface(), NULL);
+        assert_int_equal(st, KV_ERR_OOM);
+        assert_int_equal(st2, KV_ERR_OOM);
+    }
+    kv_tensor_release(x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1025,6 +1054,7 @@ int main(void) {
         T(test_group_norm_errors),
         T(test_non_cpu_inputs),
         T(test_boxed_call),
+        T(test_alloc_failure_releases),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

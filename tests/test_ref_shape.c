@@ -208,6 +208,7 @@ static void test_view_errors(void **state) {
     kv_tensor *a = arange_f32(IL(2, 3));
     expect_error(kv_view(a, IL(2, 5)), KV_ERR_SHAPE, "view", "shape '[2, 5]' is invalid for input of size 6");
     expect_error(kv_view(a, IL(-1, 4)), KV_ERR_SHAPE, "view", "shape '[-1, 4]' is invalid for input of size 6");
+    expect_error(kv_view(a, IL(-1, 0)), KV_ERR_SHAPE, "view", "shape '[-1, 0]' is invalid for input of size 6");
     expect_error(kv_view(a, IL(-1, -1)), KV_ERR_SHAPE, "view", "only one dimension can be inferred");
     expect_error(kv_view(a, IL(-2, -3)), KV_ERR_NEGATIVE_SIZE, "view", "invalid shape dimension -2");
     expect_error(kv_view(a, IL(1, 1, 1, 1, 1, 1, 1, 1, 6)), KV_ERR_INVALID_ARG, "view", "at most 8");
@@ -832,6 +833,15 @@ static void test_cat_errors(void **state) {
     assert_non_null(strstr(kv_last_error_message(), "cat"));
     assert_null(kv_cat(TL(a, s), 0));
     assert_int_equal(kv_last_error(), KV_ERR_DEVICE);
+    /* All on another device: the CPU reference must not make a CPU copy. */
+    st = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensors(&st, TL(s, s));
+    kv_push_int(&st, 0);
+    assert_int_equal(kv_ref_cat(kv_op_find("cat"), kv_keyset_of(KV_KEY_CPU), &st), KV_ERR_DEVICE);
+    st = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensors(&st, TL(s, s));
+    kv_push_int(&st, 0);
+    assert_int_equal(kv_ref_stack(kv_op_find("stack"), kv_keyset_of(KV_KEY_CPU), &st), KV_ERR_DEVICE);
     kv_tensor_release(s);
     if (installed) kv_allocator_install(KV_DEVICE_SIM, NULL, NULL);
 
@@ -1017,6 +1027,42 @@ static void test_embedding(void **state) {
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) kv_tensor_release(all[k]);
 }
 
+/* View kernels only compute geometry, so they serve tensors of any device
+ * (called directly: the dispatcher would not route them to the CPU key);
+ * reshape's copy path is CPU only. */
+static void test_views_keep_device(void **state) {
+    (void)state;
+    bool installed;
+    kv_tensor *s = other_device_tensor(IL(2, 3), KV_F32, &installed);
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack st = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&st, s);
+    kv_push_ints(&st, IL(3, 2));
+    assert_int_equal(kv_ref_view(kv_op_find("view"), kv_keyset_of(KV_KEY_SIM), &st), KV_OK);
+    kv_tensor *v = st.slots[0].v.tensor;
+    expect_geometry(v, IL(3, 2), IL(2, 1), 0);
+    assert_int_equal(v->device.type, KV_DEVICE_SIM);
+    assert_true(kv_keyset_has(v->keys, KV_KEY_SIM));
+    expect_alias(v, s);
+    kv_tensor_release(v);
+
+    st = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&st, s);
+    kv_push_int(&st, 0);
+    kv_push_int(&st, 1);
+    assert_int_equal(kv_ref_transpose(kv_op_find("transpose.int"), kv_keyset_of(KV_KEY_SIM), &st), KV_OK);
+    kv_tensor *t = st.slots[0].v.tensor;
+    assert_int_equal(t->device.type, KV_DEVICE_SIM);
+    st = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&st, t);
+    kv_push_ints(&st, IL(6));
+    assert_int_equal(kv_ref_reshape(kv_op_find("reshape"), kv_keyset_of(KV_KEY_SIM), &st), KV_ERR_DEVICE);
+    assert_non_null(strstr(kv_last_error_message(), "reshape"));
+    kv_tensor_release(t);
+    kv_tensor_release(s);
+    if (installed) kv_allocator_install(KV_DEVICE_SIM, NULL, NULL);
+}
+
 static void test_index_device_mismatch(void **state) {
     (void)state;
     kv_tensor *m = arange_f32(IL(3, 4));
@@ -1069,6 +1115,7 @@ int main(void) {
         cmocka_unit_test(test_stack),
         cmocka_unit_test(test_index_select),
         cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_views_keep_device),
         cmocka_unit_test(test_index_device_mismatch),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -129,6 +129,7 @@ KV_REF_KERNEL(index_select) {
     st = kv_ref_check_dtype("index_select", "index", index->dtype, INDEX_DTYPES);
     if (st != KV_OK) return st;
     st = check_same_device(self, "self", index, "index", "index_select");
+    if (st == KV_OK) st = kv_ref_check_cpu("index_select", "self", self);
     if (st != KV_OK) return st;
 
     /* A 0-dim self is indexed as if it were [1] along dim 0. */
@@ -179,6 +180,7 @@ KV_REF_KERNEL(embedding) {
     st = kv_ref_check_dtype("embedding", "indices", indices->dtype, INDEX_DTYPES);
     if (st != KV_OK) return st;
     st = check_same_device(weight, "weight", indices, "indices", "embedding");
+    if (st == KV_OK) st = kv_ref_check_cpu("embedding", "weight", weight);
     if (st != KV_OK) return st;
     int64_t rows = weight->sizes[0], width = weight->sizes[1];
     /* aten::embedding takes -1 for "no padding row"; any other value must
@@ -209,13 +211,8 @@ KV_REF_KERNEL(embedding) {
         return failed("embedding", "kv_ref_new_output");
     }
     if (kv_tensor_numel(out) > 0) {
-        const char *src = kv_tensor_data(weight);
+        const char *src = kv_tensor_data(weight); /* CPU (checked above): host memory */
         char *dst = kv_tensor_data(out);
-        if (src == NULL || dst == NULL) {
-            free(idx);
-            kv_tensor_release(out);
-            return kv_error(KV_ERR_DEVICE, "embedding: argument 'weight': memory is not addressable by the host");
-        }
         size_t isz = kv_dtype_size(weight->dtype);
         int64_t s0 = weight->strides[0], s1 = weight->strides[1];
         for (int64_t p = 0; p < n; p++) {

@@ -77,6 +77,7 @@ KV_REF_KERNEL(cat) {
         }
     }
     kv_status st = check_same_device(list, "cat");
+    if (st == KV_OK) st = kv_ref_check_cpu("cat", "tensors", list.items[0]);
     if (st != KV_OK) return st;
     /* Skipped inputs still take part in promotion, as in PyTorch. */
     kv_dtype dtype = kv_result_type((const kv_tensor *const *)list.items, list.n, NULL, 0);
@@ -173,6 +174,7 @@ KV_REF_KERNEL(stack) {
         }
     }
     kv_status st = check_same_device(list, "stack");
+    if (st == KV_OK) st = kv_ref_check_cpu("stack", "tensors", list.items[0]);
     if (st != KV_OK) return st;
     /* PyTorch stacks by concatenating unsqueezed inputs, all dimensioned
      * and of one priority class, so the result type is the plain fold. */

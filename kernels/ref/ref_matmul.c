@@ -54,7 +54,7 @@ static kv_status mm_check_tensor(const char *op, const char *arg, const kv_tenso
 
 static kv_status mm_check_dtypes(const char *op, const kv_tensor *a, const kv_tensor *b) {
     if (a->dtype != b->dtype)
-        return kv_error(KV_ERR_DTYPE, "%s: expected m1 and m2 to have the same dtype, but got: %s != %s", op,
+        return kv_error(KV_ERR_DTYPE, "%s: argument 'mat2': expected m1 and m2 to have the same dtype, but got: %s != %s", op,
                         mm_type_meta_name(a->dtype), mm_type_meta_name(b->dtype));
     if (a->dtype == KV_BOOL)
         return kv_error(KV_ERR_DTYPE, "%s: argument 'self': dtype bool is not supported", op);
@@ -186,7 +186,7 @@ static void mm_run(const mm_job *j) {
 static kv_status mm_check_inner(const char *op, const kv_tensor *a, const kv_tensor *b, int da, int db) {
     if (a->sizes[da] == b->sizes[db]) return KV_OK;
     char sa[KV_REF_SHAPE_BUF], sb[KV_REF_SHAPE_BUF];
-    return kv_error(KV_ERR_SHAPE, "%s: mat1 and mat2 shapes cannot be multiplied (%s and %s)", op,
+    return kv_error(KV_ERR_SHAPE, "%s: argument 'mat2': mat1 and mat2 shapes cannot be multiplied (%s and %s)", op,
                     kv_ref_format_shape(a->sizes, a->ndim, sa, sizeof sa),
                     kv_ref_format_shape(b->sizes, b->ndim, sb, sizeof sb));
 }
@@ -226,7 +226,7 @@ KV_REF_KERNEL(bmm) {
     if (st != KV_OK) return st;
     if (a->sizes[0] != b->sizes[0]) {
         char sa[KV_REF_SHAPE_BUF], sb[KV_REF_SHAPE_BUF];
-        return kv_error(KV_ERR_SHAPE, "%s: batch1 and batch2 must have the same number of batches, got %s and %s",
+        return kv_error(KV_ERR_SHAPE, "%s: argument 'mat2': batch1 and batch2 must have the same number of batches, got %s and %s",
                         name, kv_ref_format_shape(a->sizes, 3, sa, sizeof sa),
                         kv_ref_format_shape(b->sizes, 3, sb, sizeof sb));
     }
@@ -264,7 +264,7 @@ KV_REF_KERNEL(addmm) {
     if (st == KV_OK) st = kv_ref_check_cpu(name, "self", self);
     if (st == KV_OK) st = mm_check_dtypes(name, a, b);
     if (st == KV_OK && self->dtype != a->dtype)
-        st = kv_error(KV_ERR_DTYPE, "%s: self and mat2 must have the same dtype, but got %s and %s", name,
+        st = kv_error(KV_ERR_DTYPE, "%s: argument 'self': self and mat2 must have the same dtype, but got %s and %s", name,
                       kv_dtype_name(self->dtype), kv_dtype_name(a->dtype));
     if (st == KV_OK) st = mm_check_inner(name, a, b, 1, 0);
     if (st != KV_OK) return st;

@@ -2,7 +2,8 @@
  *
  * Every result is kv_tensor_view(self, ...): it shares self's storage, keys
  * and version counter, because the boxing layer and the fastpath check rely
- * on views aliasing their base. The one exception is reshape, which copies
+ * on views aliasing their base. Only geometry is computed, never memory
+ * touched, so these kernels work for tensors of any device. The one exception is reshape, which copies
  * (into a new contiguous tensor) exactly when PyTorch's stride rule says the
  * new shape cannot be expressed over the old memory. Geometry, defaults and
  * error conditions follow PyTorch; messages carry PyTorch's wording after
@@ -80,13 +81,13 @@ static kv_status infer_size(const char *op, const char *arg, kv_int_list shape, 
     if (!overflow) {
         if (known == numel && infer < 0) return KV_OK;
         if (infer >= 0) {
-            if (known == 0) {
+            if (known == 0 && numel == 0) {
                 return kv_error(KV_ERR_SHAPE,
                                 "%s: argument '%s': cannot reshape tensor of 0 elements into shape %s because "
                                 "the unspecified dimension size -1 can be any value and is ambiguous",
                                 op, arg, kv_ref_format_shape(shape.items, shape.n, buf, sizeof buf));
             }
-            if (numel % known == 0) {
+            if (known != 0 && numel % known == 0) {
                 out[infer] = numel / known;
                 return KV_OK;
             }
@@ -197,7 +198,11 @@ KV_REF_KERNEL(reshape) {
     }
     /* Not viewable: PyTorch reshapes a contiguous clone. The iterator walks
      * self in row-major order, which is exactly the order of the elements
-     * of the contiguous result, so the destination just advances. */
+     * of the contiguous result, so the destination just advances. The
+     * views above work on any device; a copy is made on the CPU, so only a
+     * CPU self may get here. */
+    st = kv_ref_check_cpu("reshape", "self", self);
+    if (st != KV_OK) return st;
     kv_tensor *out = kv_ref_new_output(sizes, shape.n, self->dtype);
     if (out == NULL) return kv_last_error() != KV_OK ? kv_last_error() : KV_ERR_OOM;
     if (numel > 0) {

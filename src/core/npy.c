@@ -489,7 +489,7 @@ kv_status kv_npy_parse(const void *buf, size_t len, kv_dtype expected, const cha
         return npy_fail(name, "unsupported format version %d.%d (kvsuite reads 1.0 and 2.0)", b[6], b[7]);
     }
     if (hlen == 0) return npy_fail(name, "header length is 0");
-    if (hlen > KV_NPY_MAX_HEADER - pre)
+    if (hlen > KV_NPY_MAX_HEADER)
         return npy_fail(name, "header length %zu exceeds the %d-byte limit", hlen, KV_NPY_MAX_HEADER);
     if (hlen > len - pre)
         return npy_fail(name, "header length %zu runs past the end of the file (%zu bytes)", hlen, len);

@@ -30,9 +30,9 @@
  * reads as bf16, the only kvsuite dtype stored that way. */
 #define KV_NPY_ANY_DTYPE KV_DTYPE_COUNT
 
-/* Header (preamble + dict + padding) never exceeds this on read: a
- * KV_MAX_DIMS shape needs about 250 bytes, so anything bigger is garbage
- * and a bound keeps a hostile length from driving allocations. */
+/* The header length field (dict + padding) may not exceed this on read
+ * (so it only bounds 2.0 files): a KV_MAX_DIMS shape needs about 250
+ * bytes, and a bound keeps a hostile length from driving the parser. */
 #define KV_NPY_MAX_HEADER 65536
 
 /* What a header says. */
