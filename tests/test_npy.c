@@ -318,6 +318,62 @@ static void test_bf16_is_u2(void **state) {
     kv_tensor_release(t);
 }
 
+/* ---- the row-major visitor ---- */
+
+typedef struct visit_log {
+    int calls;
+    size_t bytes, max_chunk;
+    const void *first;
+    int stop_after;
+} visit_log;
+
+static int log_chunk(void *ctx, const void *bytes, size_t n) {
+    visit_log *l = ctx;
+    if (l->calls == 0) l->first = bytes;
+    l->calls++;
+    l->bytes += n;
+    if (n > l->max_chunk) l->max_chunk = n;
+    return l->stop_after && l->calls == l->stop_after ? 42 : 0;
+}
+
+static void test_visit_chunks(void **state) {
+    (void)state;
+    /* Contiguous: one chunk, straight from the tensor's memory. */
+    const int64_t s[3] = { 2, 1, 3 };
+    kv_tensor *t = kv_tensor_from_data(f6, s, 3, KV_F32);
+    visit_log l = { 0 };
+    assert_int_equal(kv_npy_visit(t, log_chunk, &l), 0);
+    assert_int_equal(l.calls, 1);
+    assert_int_equal(l.bytes, 24);
+    assert_ptr_equal(l.first, kv_tensor_data(t));
+    kv_tensor_release(t);
+    /* Transposed 64 x 64 f64 (32 KiB): gathered in chunks of at most 4 KiB. */
+    double *v = calloc(64 * 64, sizeof *v);
+    const int64_t sq[2] = { 64, 64 }, tst[2] = { 1, 64 };
+    kv_tensor *base = kv_tensor_from_data(v, sq, 2, KV_F64);
+    kv_tensor *tr = kv_tensor_view(base, sq, tst, 2, 0);
+    memset(&l, 0, sizeof l);
+    assert_int_equal(kv_npy_visit(tr, log_chunk, &l), 0);
+    assert_int_equal(l.bytes, 64 * 64 * 8);
+    assert_int_equal(l.max_chunk, 4096);
+    assert_int_equal(l.calls, 8);
+    /* A non-zero return stops the walk and is passed back. */
+    memset(&l, 0, sizeof l);
+    l.stop_after = 2;
+    assert_int_equal(kv_npy_visit(tr, log_chunk, &l), 42);
+    assert_int_equal(l.calls, 2);
+    /* Zero-size: nothing visited. */
+    const int64_t z[2] = { 0, 5 };
+    kv_tensor *e = kv_tensor_empty(z, 2, KV_F32, KV_DEVICE_CPU0);
+    memset(&l, 0, sizeof l);
+    assert_int_equal(kv_npy_visit(e, log_chunk, &l), 0);
+    assert_int_equal(l.calls, 0);
+    kv_tensor_release(e);
+    kv_tensor_release(tr);
+    kv_tensor_release(base);
+    free(v);
+}
+
 /* ---- malformed files ---- */
 
 static void test_bad_magic(void **state) {
@@ -543,6 +599,7 @@ int main(void) {
         cmocka_unit_test(test_large_transposed),
         cmocka_unit_test(test_version_2_and_variants_accepted),
         cmocka_unit_test(test_bf16_is_u2),
+        cmocka_unit_test(test_visit_chunks),
         cmocka_unit_test(test_bad_magic),
         cmocka_unit_test(test_bad_version),
         cmocka_unit_test(test_header_length_bounds),

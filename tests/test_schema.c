@@ -144,15 +144,17 @@ static int count_ops(const char *const *names, int n, bool (*pred)(const kv_sche
 
 static void test_classification_of_ops_schema(void **state) {
     (void)state;
-    static const char *const factories[] = { "empty.memory_format", "zeros", "ones", "full", "arange" };
+    static const char *const factories[] = { "empty.memory_format", "zeros", "ones", "full", "arange",
+                                             "_efficientzerotensor" };
     static const char *const inplace[] = { "fill_.Scalar", "zero_", "copy_", "add_.Tensor", "mul_.Tensor",
                                            "clamp_.Tensor" };
     static const char *const views[] = { "contiguous", "view", "reshape", "transpose.int", "t", "permute",
                                          "select.int", "slice.Tensor", "squeeze", "squeeze.dim", "unsqueeze",
-                                         "expand", "as_strided", "detach", "unfold" };
-    assert_int_equal(count_ops(factories, 5, kv_schema_is_factory), 5);
+                                         "expand", "as_strided", "detach", "unfold", "conj", "_conj",
+                                         "resolve_conj", "_neg_view", "resolve_neg" };
+    assert_int_equal(count_ops(factories, 6, kv_schema_is_factory), 6);
     assert_int_equal(count_ops(inplace, 6, kv_schema_is_inplace), 6);
-    assert_int_equal(count_ops(views, 15, kv_schema_is_view), 15);
+    assert_int_equal(count_ops(views, 20, kv_schema_is_view), 20);
     assert_int_equal(count_ops(NULL, 0, kv_schema_is_out), 0);
 }
 

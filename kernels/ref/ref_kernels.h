@@ -87,5 +87,18 @@ KV_REF_KERNEL(expand); /* expand */
 KV_REF_KERNEL(as_strided); /* as_strided */
 KV_REF_KERNEL(detach); /* detach */
 KV_REF_KERNEL(unfold); /* unfold */
+/* functionalize */
+KV_REF_KERNEL(clamp_Tensor); /* clamp.Tensor */
+/* lazy bits */
+KV_REF_KERNEL(conj); /* conj */
+KV_REF_KERNEL(_conj); /* _conj */
+KV_REF_KERNEL(conj_physical); /* conj_physical */
+KV_REF_KERNEL(resolve_conj); /* resolve_conj */
+KV_REF_KERNEL(_neg_view); /* _neg_view */
+KV_REF_KERNEL(resolve_neg); /* resolve_neg */
+KV_REF_KERNEL(is_conj); /* is_conj */
+KV_REF_KERNEL(is_neg); /* is_neg */
+KV_REF_KERNEL(_efficientzerotensor); /* _efficientzerotensor */
+KV_REF_KERNEL(_is_zerotensor); /* _is_zerotensor */
 
 #endif

@@ -79,6 +79,17 @@ static kv_kernel_fn ref_kernel_for(kv_op_id id) {
     case KV_OP_AS_STRIDED: return kv_ref_as_strided;
     case KV_OP_DETACH: return kv_ref_detach;
     case KV_OP_UNFOLD: return kv_ref_unfold;
+    case KV_OP_CLAMP_TENSOR: return kv_ref_clamp_Tensor;
+    case KV_OP_CONJ: return kv_ref_conj;
+    case KV_OP__CONJ: return kv_ref__conj;
+    case KV_OP_CONJ_PHYSICAL: return kv_ref_conj_physical;
+    case KV_OP_RESOLVE_CONJ: return kv_ref_resolve_conj;
+    case KV_OP__NEG_VIEW: return kv_ref__neg_view;
+    case KV_OP_RESOLVE_NEG: return kv_ref_resolve_neg;
+    case KV_OP_IS_CONJ: return kv_ref_is_conj;
+    case KV_OP_IS_NEG: return kv_ref_is_neg;
+    case KV_OP__EFFICIENTZEROTENSOR: return kv_ref__efficientzerotensor;
+    case KV_OP__IS_ZEROTENSOR: return kv_ref__is_zerotensor;
     case KV_OP_COUNT: break;
     }
     return NULL;

@@ -15,6 +15,7 @@
 #include "kv/tensor.h"
 
 void (*kv_tensor_autograd_free_hook)(struct kv_autograd_meta *meta) = NULL;
+void (*kv_tensor_batched_free_hook)(struct kv_batched_info *info) = NULL;
 
 /* Validated geometry of a would-be tensor. */
 typedef struct kv_geom_check {
@@ -111,6 +112,7 @@ static kv_tensor *kv_tensor_wrap(const char *op, kv_storage *storage, const int6
     t->device = device;
     t->keys = keys;
     t->autograd = NULL;
+    t->batched = NULL; /* views and aliases are never batched wrappers */
     return t;
 }
 
@@ -210,6 +212,7 @@ void kv_tensor_release(kv_tensor *t) {
     if (t == NULL) return;
     if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
     if (t->autograd != NULL && kv_tensor_autograd_free_hook != NULL) kv_tensor_autograd_free_hook(t->autograd);
+    if (t->batched != NULL && kv_tensor_batched_free_hook != NULL) kv_tensor_batched_free_hook(t->batched);
     kv_storage_release(t->storage);
     free(t);
 }

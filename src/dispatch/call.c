@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "kv/lazy.h"
 #include "kv/tensor.h"
 
 /* ---- argument checking ---- */
@@ -199,9 +200,50 @@ static kv_status no_kernel(const kv_op *op, kv_keyset ks) {
                     op->schema.full_name, kv_key_name(kv_keyset_highest(ks)), len ? have : "none");
 }
 
+#if KV_LAZY_CHECK
+static kv_status lazy_bit_error(const kv_op *op, const kv_arg *a, const kv_tensor *t, kv_keyset guarded,
+                                kv_key backend) {
+    return kv_error(KV_ERR_INTERNAL,
+                    "%s: argument '%s': reached the %s backend kernel carrying the lazy bit %s, which a layer above "
+                    "should have materialized (a kvsuite bug)",
+                    op->schema.full_name, a->name, kv_key_name(backend),
+                    kv_key_name(kv_keyset_highest(t->keys & guarded)));
+}
+
+/* Backend kernels never see a lazy bit, except through the ops that fall
+ * through its key (views, which pass it on): one pass over the tensor
+ * arguments, skipped for ops that fall through all three keys. */
+static kv_status lazy_check(const kv_op *op, kv_key backend, const kv_stack *stack) {
+    const kv_keyset guarded = KV_KEYSET_LAZY & ~op->fallthrough;
+    if (guarded == KV_KEYSET_EMPTY) return KV_OK;
+    for (int j = 0; j < op->ntensor_args; j++) {
+        const int i = op->tensor_args[j];
+        if (i >= stack->size) break;
+        const kv_ivalue *v = &stack->slots[i];
+        if (v->tag == KV_IV_TENSOR) {
+            if (v->v.tensor && (v->v.tensor->keys & guarded))
+                return lazy_bit_error(op, &op->schema.args[i], v->v.tensor, guarded, backend);
+        } else if (v->tag == KV_IV_TENSOR_LIST) {
+            for (int e = 0; e < v->v.tensors.n; e++) {
+                const kv_tensor *t = v->v.tensors.items[e];
+                if (t && (t->keys & guarded)) return lazy_bit_error(op, &op->schema.args[i], t, guarded, backend);
+            }
+        }
+    }
+    return KV_OK;
+}
+#endif
+
 static kv_status dispatch_on(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     if (ks == KV_KEYSET_EMPTY) return no_kernel(op, ks);
-    const kv_entry *e = &op->table[kv_keyset_highest(ks)];
+    const kv_key k = kv_keyset_highest(ks);
+#if KV_LAZY_CHECK
+    if (kv_key_is_backend(k)) {
+        kv_status st = lazy_check(op, k, stack);
+        if (st != KV_OK) return st;
+    }
+#endif
+    const kv_entry *e = &op->table[k];
     if (e->fn) return e->fn(op, ks, stack);
     return no_kernel(op, ks);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kv/op_ids.h"
+#include "modes/modes.h"
 #include "ref/ref.h"
 
 static kv_op **g_ops;  /* sorted by schema.full_name */
@@ -155,7 +156,7 @@ static kv_status init_registry(void) {
      * skip those keys. */
     kv_register_fallback_fallthrough(KV_KEY_BACKEND_SELECT);
     kv_register_fallback_fallthrough(KV_KEY_AD_INPLACE_OR_VIEW);
-    return KV_OK;
+    return kv_modes_register_all();
 }
 
 static void init_once(void) {

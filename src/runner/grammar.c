@@ -2,6 +2,9 @@
  * Which options exist and how their values split is the option table's
  * business (runner/spec.h); this file only knows `op` (what makes a line a
  * case line) and the two structural keys, reset and batch. */
+/* realpath(3), for include-cycle detection, is an XSI extension. */
+#define _XOPEN_SOURCE 700
+
 #include "runner/grammar.h"
 
 #include <errno.h>
@@ -271,7 +274,7 @@ static kv_status kv_add_arg_piece(void *ctx, const char *text, const int *cols, 
 static kv_status kv_build_option(kv_spec_option *o, kv_option_split split, const char *file,
                                  int line, const char *key, const char *text, const int *cols,
                                  int len) {
-    char what[64];
+    char what[80];
     snprintf(what, sizeof what, "--%s", key);
     switch (split) {
     case KV_SPLIT_LIST: {

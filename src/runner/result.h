@@ -65,4 +65,15 @@ void kv_result_list_free(kv_result_list *list);
 /* Counts per status. */
 void kv_result_list_counts(const kv_result_list *list, int64_t counts[KV_RESULT_STATUS_COUNT]);
 
+/* ---- additions (src/runner/result.c) ---- */
+
+/* Parses a name from kv_result_status_name (exact, upper case); 0 on
+ * success, -1 if unknown. The JSONL reader needs it to merge shards. */
+int kv_result_status_parse(const char *name, kv_result_status *out);
+/* How bad a status looks, for "worst status" cells: SKIP 0 < UNSUPPORTED
+ * < PASS < XFAIL < XPASS < FAIL < ERROR < TIMEOUT < CRASH. */
+int kv_result_status_severity(kv_result_status s);
+/* Appends every result of `src` to `dst`. */
+kv_status kv_result_list_extend(kv_result_list *dst, const kv_result_list *src);
+
 #endif

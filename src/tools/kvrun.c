@@ -1,22 +1,70 @@
-/* kvrun, the case runner's command line. For now it reports what the
- * library knows: its version, its ops and which keys have kernels; the
- * case runner proper (DESIGN.md section 6) builds on these flags.
- * Exit 0 on success, 1 when the library fails to initialize, 2 on a usage
- * error. */
+/* kvrun, the case runner's command line (DESIGN.md section 6): the
+ * runner's own flags, the case grammar for everything else, and
+ * runner/driver.h for the run itself.
+ * Exit 0 when nothing failed, errored, crashed or timed out; 1 otherwise
+ * (and when the library fails to initialize); 2 on a usage error. */
 #include "kv/kv.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kv/op_ids.h"
+#include "runner/driver.h"
+#include "runner/merge.h"
+#include "runner/report.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvrun [--version | --help | --list-ops]\n"
+            "usage: kvrun [FLAGS] [CASE OPTIONS] [FILE|DIR...]\n"
+            "       kvrun --op=OP [CASE OPTIONS] [FLAGS]     run one line of cases\n"
+            "       kvrun --merge DIR... [--report-dir=DIR]  merge shard report folders\n"
+            "       kvrun --version | --help | --list-ops\n"
             "\n"
-            "  --version   print the version and the number of ops\n"
-            "  --help      print this help\n"
-            "  --list-ops  print every op and the keys that have kernels for it\n");
+            "Case files and directories (a directory means every *.case file under it,\n"
+            "recursively, sorted by path) run in the order given. Every --key=value the\n"
+            "case grammar knows (--op, --dtype, --shape, --layout, --args, --fill, --seed,\n"
+            "--device, --check, --tol, --expect, --batch, --reset) is a case option; with\n"
+            "files, case options are defaults over every file, as with --batch=FILE.\n"
+            "\n"
+            "  --list              print the selected case IDs and exit\n"
+            "  --filter=PAT        select cases whose ID matches PAT: a glob over the\n"
+            "                      whole ID, or re:REGEX (POSIX ERE, searched); repeatable,\n"
+            "                      a case is selected when any pattern matches\n"
+            "  --jobs=N            worker processes (default: the number of online CPUs)\n"
+            "  --shard=K/N         run shard K of N (1 <= K <= N): the j-th selected case\n"
+            "                      (in file order, after --filter) when j %% N == K-1\n"
+            "  --timeout=SEC       per-case timeout in seconds (default %g); a case past\n"
+            "                      it is killed and reported TIMEOUT\n"
+            "  --isolate=MODE      fork (default): each case in a forked worker, so a\n"
+            "                      crash or hang marks that case and the run goes on;\n"
+            "                      none: in this process, no timeout (for gdb)\n"
+            "  --report-dir=DIR    where reports go (default %s/)\n"
+            "  --golden-dir=DIR    the golden store (default %s/)\n"
+            "  --regen-golden      rewrite the golden store from the reference kernels and\n"
+            "                      print what changed; runs in this process (--isolate=none,\n"
+            "                      no timeout) because only the parent writes the store.\n"
+            "                      Entries no case produced are removed only when the run\n"
+            "                      is the whole suite: directories only, no case options,\n"
+            "                      no --filter, no --shard\n"
+            "  --dump=DIR          write each selected case's inputs and outputs to DIR\n"
+            "  --baseline=FILE     known failures: matching failures become XFAIL, matching\n"
+            "                      passes XPASS (a stale entry fails the run)\n"
+            "  --merge DIR...      combine the report folders of the shards of one run into\n"
+            "                      one report (written to --report-dir)\n"
+            "  --version           print the version and the number of ops\n"
+            "  --help              print this help\n"
+            "  --list-ops          print every op and the keys that have kernels for it\n"
+            "\n"
+            "A case line pastes after kvrun unchanged; every failure prints a repro line.\n"
+            "Cases with the same ID run once. A run that selects no case is an error.\n"
+            "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
+            "2 usage errors (bad flags, malformed case lines, nothing selected).\n",
+            KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR);
 }
 
 static int list_ops(void) {
@@ -44,24 +92,280 @@ static int list_ops(void) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    if (argc != 2) {
-        usage(stderr);
+/* ---- the runner's own flags ---- */
+
+typedef enum kv_flag_kind {
+    KV_FLAG_BOOL,    /* --name */
+    KV_FLAG_VALUE    /* --name=value */
+} kv_flag_kind;
+
+typedef struct kv_flag {
+    const char *name;
+    kv_flag_kind kind;
+    bool repeatable;
+} kv_flag;
+
+static const kv_flag kv_flags[] = {
+    { "list", KV_FLAG_BOOL, false },       { "filter", KV_FLAG_VALUE, true },
+    { "jobs", KV_FLAG_VALUE, false },      { "shard", KV_FLAG_VALUE, false },
+    { "timeout", KV_FLAG_VALUE, false },   { "isolate", KV_FLAG_VALUE, false },
+    { "report-dir", KV_FLAG_VALUE, false }, { "golden-dir", KV_FLAG_VALUE, false },
+    { "regen-golden", KV_FLAG_BOOL, false }, { "dump", KV_FLAG_VALUE, false },
+    { "baseline", KV_FLAG_VALUE, false },  { "merge", KV_FLAG_BOOL, false },
+    { "help", KV_FLAG_BOOL, false },       { "version", KV_FLAG_BOOL, false },
+    { "list-ops", KV_FLAG_BOOL, false },
+};
+#define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
+
+/* The flag `arg` names ("--jobs=4", "--jobs" and "--list" all name one),
+ * or -1 when it is no runner flag. */
+static int kv_flag_of(const char *arg) {
+    if (strncmp(arg, "--", 2) != 0) return -1;
+    const char *name = arg + 2;
+    const size_t len = strcspn(name, "=");
+    for (int i = 0; i < KV_NFLAGS; i++) {
+        if (strlen(kv_flags[i].name) == len && strncmp(kv_flags[i].name, name, len) == 0) return i;
+    }
+    return -1;
+}
+
+static bool kv_is_positional(const char *arg) { return arg[0] != '-' || arg[1] == '\0'; }
+
+/* What the grammar must not see: runner flags and positional paths. */
+static bool kv_runner_claims(const char *arg, void *ctx) {
+    (void)ctx;
+    return kv_is_positional(arg) || kv_flag_of(arg) >= 0 || strcmp(arg, "-h") == 0;
+}
+
+typedef struct kv_cli {
+    kv_driver_options o;
+    const char **filters;
+    int nfilters;
+    const char **paths;
+    int npaths;
+    bool merge, help, version, list_ops;
+    int seen[KV_NFLAGS];
+    bool case_options;
+} kv_cli;
+
+static int kv_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int kv_usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("kvrun: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (kvrun --help lists the flags)\n", stderr);
+    va_end(ap);
+    return 2;
+}
+
+static int kv_parse_int(const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || errno != 0 || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* One flag with its value; 0 or the exit code of a usage error. */
+static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
+    const kv_flag *fl = &kv_flags[f];
+    const char *eq = strchr(arg, '=');
+    if (fl->kind == KV_FLAG_BOOL && eq != NULL) return kv_usage_error("'%s': --%s takes no value", arg, fl->name);
+    if (fl->kind == KV_FLAG_VALUE && (eq == NULL || eq[1] == '\0')) {
+        return kv_usage_error("'%s': --%s needs a value: --%s=...", arg, fl->name, fl->name);
+    }
+    if (c->seen[f]++ && !fl->repeatable) return kv_usage_error("'%s': --%s given twice", arg, fl->name);
+    const char *v = eq ? eq + 1 : NULL;
+    const char *n = fl->name;
+    if (strcmp(n, "list") == 0) {
+        c->o.list_only = true;
+    } else if (strcmp(n, "filter") == 0) {
+        c->filters[c->nfilters++] = v;
+    } else if (strcmp(n, "jobs") == 0) {
+        if (kv_parse_int(v, 1, 4096, &c->o.jobs) != 0) {
+            return kv_usage_error("--jobs=%s: must be a whole number from 1 to 4096", v);
+        }
+    } else if (strcmp(n, "shard") == 0) {
+        const char *slash = strchr(v, '/');
+        char kbuf[32];
+        int k = 0, m = 0;
+        if (slash == NULL || slash - v >= (long)sizeof kbuf) {
+            return kv_usage_error("--shard=%s: expected K/N, e.g. --shard=1/4", v);
+        }
+        memcpy(kbuf, v, (size_t)(slash - v));
+        kbuf[slash - v] = '\0';
+        if (kv_parse_int(kbuf, 1, 1000000, &k) != 0 || kv_parse_int(slash + 1, 1, 1000000, &m) != 0) {
+            return kv_usage_error("--shard=%s: expected K/N with whole numbers 1 <= K <= N", v);
+        }
+        if (k > m) return kv_usage_error("--shard=%s: K (%d) must not exceed N (%d)", v, k, m);
+        c->o.shard_k = k;
+        c->o.shard_n = m;
+    } else if (strcmp(n, "timeout") == 0) {
+        char *end;
+        errno = 0;
+        double t = strtod(v, &end);
+        if (end == v || *end != '\0' || errno != 0 || !isfinite(t) || t <= 0 || t > 1e6) {
+            return kv_usage_error("--timeout=%s: must be a number of seconds > 0 (at most 1e6)", v);
+        }
+        c->o.timeout_seconds = t;
+    } else if (strcmp(n, "isolate") == 0) {
+        if (kv_isolate_mode_parse(v, &c->o.isolate) != 0) {
+            return kv_usage_error("--isolate=%s: unknown mode (fork or none)", v);
+        }
+    } else if (strcmp(n, "report-dir") == 0) {
+        c->o.report_dir = v;
+    } else if (strcmp(n, "golden-dir") == 0) {
+        c->o.golden_dir = v;
+    } else if (strcmp(n, "regen-golden") == 0) {
+        c->o.regen_golden = true;
+    } else if (strcmp(n, "dump") == 0) {
+        c->o.dump_dir = v;
+    } else if (strcmp(n, "baseline") == 0) {
+        c->o.baseline_path = v;
+    } else if (strcmp(n, "merge") == 0) {
+        c->merge = true;
+    } else if (strcmp(n, "help") == 0) {
+        c->help = true;
+    } else if (strcmp(n, "version") == 0) {
+        c->version = true;
+    } else if (strcmp(n, "list-ops") == 0) {
+        c->list_ops = true;
+    }
+    return 0;
+}
+
+static int kv_cli_parse(kv_cli *c, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0) {
+            c->help = true;
+            continue;
+        }
+        if (kv_is_positional(a)) {
+            c->paths[c->npaths++] = a;
+            continue;
+        }
+        const int f = kv_flag_of(a);
+        if (f < 0) {
+            c->case_options = true; /* the grammar judges it */
+            continue;
+        }
+        int rc = kv_cli_flag(c, f, a);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+static int kv_merge_main(const kv_cli *c) {
+    if (c->npaths == 0) return kv_usage_error("--merge needs report folders: kvrun --merge DIR...");
+    for (int f = 0; f < KV_NFLAGS; f++) {
+        const char *n = kv_flags[f].name;
+        if (c->seen[f] && strcmp(n, "merge") != 0 && strcmp(n, "report-dir") != 0) {
+            return kv_usage_error("--merge takes only report folders and --report-dir, not --%s", n);
+        }
+    }
+    if (c->case_options) return kv_usage_error("--merge takes only report folders and --report-dir, not case options");
+    kv_result_list results = { 0 };
+    kv_report_meta meta;
+    kv_report_meta_init(&meta);
+    if (kv_merge_dirs(c->paths, c->npaths, &results, &meta) != KV_OK) {
+        fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+        kv_result_list_free(&results);
         return 2;
     }
-    const char *a = argv[1];
-    if (strcmp(a, "--version") == 0) {
-        /* The compiled-in op count, so --version works even when
-         * initialization would fail. */
-        printf("kvrun %s (%d ops)\n", KV_VERSION_STRING, (int)KV_OP_COUNT);
-        return 0;
+    const char *rdir = c->o.report_dir ? c->o.report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
+    int rc = 0;
+    if (kv_report_write_all(&results, &meta, rdir) != KV_OK) {
+        fprintf(stderr, "kvrun: writing reports to %s: %s\n", rdir, kv_last_error_message());
+        rc = 1;
     }
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-        usage(stdout);
-        return 0;
+    kv_report_console(stdout, &results, &meta);
+    fflush(stdout);
+    const int code = kv_report_exit_code(&results);
+    kv_result_list_free(&results);
+    return code > rc ? code : rc;
+}
+
+static bool kv_is_dir(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int kv_run_main(kv_cli *c, int argc, char **argv) {
+    if (c->npaths == 0 && !c->case_options) {
+        return kv_usage_error("nothing to run: give case files or directories, or a case line (--op=...)");
     }
-    if (strcmp(a, "--list-ops") == 0) return list_ops();
-    fprintf(stderr, "kvrun: unknown option '%s'\n", a);
-    usage(stderr);
-    return 2;
+    kv_path_list files = { 0 };
+    for (int i = 0; i < c->npaths; i++) {
+        if (kv_driver_collect(c->paths[i], &files) != KV_OK) {
+            fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+            kv_path_list_free(&files);
+            return 2;
+        }
+    }
+    if (kv_init() != KV_OK) {
+        fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+        kv_path_list_free(&files);
+        return 1;
+    }
+    kv_case_list cases = { 0 };
+    if (kv_driver_load(argc, argv, kv_runner_claims, NULL, &files, &cases) != KV_OK) {
+        /* Already "FILE:LINE:COL: message": left unprefixed so editors
+         * and CI annotators pick up the location. */
+        fprintf(stderr, "%s\n", kv_last_error_message());
+        kv_case_list_free(&cases);
+        kv_path_list_free(&files);
+        return 2;
+    }
+    bool all_dirs = c->npaths > 0 && !c->case_options;
+    for (int i = 0; all_dirs && i < c->npaths; i++) all_dirs = kv_is_dir(c->paths[i]);
+    c->o.regen_full = all_dirs;
+    char name[KV_REPORT_NAME_MAX];
+    int n = 0;
+    name[0] = '\0';
+    for (int i = 1; i < argc && n < (int)sizeof name - 1; i++) {
+        if (kv_flag_of(argv[i]) >= 0) continue;
+        int k = snprintf(name + n, sizeof name - (size_t)n, "%s%s", n ? " " : "", argv[i]);
+        if (k > 0) n += k;
+    }
+    c->o.run_name = name;
+    c->o.filters = c->filters;
+    c->o.nfilters = c->nfilters;
+    const int rc = kv_driver_run(&c->o, &cases, stdout);
+    kv_case_list_free(&cases);
+    kv_path_list_free(&files);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    kv_cli c;
+    memset(&c, 0, sizeof c);
+    kv_driver_options_init(&c.o);
+    c.filters = calloc((size_t)argc, sizeof *c.filters);
+    c.paths = calloc((size_t)argc, sizeof *c.paths);
+    if (c.filters == NULL || c.paths == NULL) {
+        fprintf(stderr, "kvrun: out of memory\n");
+        return 1;
+    }
+    int rc = kv_cli_parse(&c, argc, argv);
+    if (rc == 0) {
+        if (c.help) {
+            usage(stdout);
+        } else if (c.version) {
+            /* The compiled-in op count, so --version works even when
+             * initialization would fail. */
+            printf("kvrun %s (%d ops)\n", KV_VERSION_STRING, (int)KV_OP_COUNT);
+        } else if (c.list_ops) {
+            rc = list_ops();
+        } else if (c.merge) {
+            rc = kv_merge_main(&c);
+        } else {
+            rc = kv_run_main(&c, argc, argv);
+        }
+    }
+    free(c.filters);
+    free(c.paths);
+    return rc;
 }

@@ -77,8 +77,8 @@ kv_status kv_npy_parse(const void *buf, size_t len, kv_dtype expected, const cha
 /* Visits t's element bytes in row-major logical order — the byte stream
  * .npy data and golden content hashes are defined over. `fn` gets the
  * stream in chunks (one chunk for a contiguous tensor; gathered pieces of
- * at most a few KiB otherwise) and may stop the walk by returning
- * non-zero, which kv_npy_visit then returns. Zero-size tensors visit
+ * at most 4 KiB otherwise) and returns 0 to go on or a positive value to
+ * stop the walk, which kv_npy_visit then returns. Zero-size tensors visit
  * nothing. Fails (-1, error set) when t is not host-addressable or has a
  * lazy bit. */
 typedef int (*kv_npy_visit_fn)(void *ctx, const void *bytes, size_t n);

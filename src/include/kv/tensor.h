@@ -31,6 +31,7 @@ typedef struct kv_storage {
 } kv_storage;
 
 struct kv_autograd_meta;       /* defined by src/modes; opaque here */
+struct kv_batched_info;        /* vmap's (physical, bdim, level); src/modes/vmap_tensor.c */
 
 typedef struct kv_tensor {
     atomic_int refcount;
@@ -43,6 +44,10 @@ typedef struct kv_tensor {
     kv_device device;
     kv_keyset keys;               /* backend key | lazy bits | Autograd ... */
     struct kv_autograd_meta *autograd;
+    /* Set only on vmap's batched wrappers (KV_KEY_BATCHED). Never copied
+     * by kv_tensor_view / kv_tensor_alias; freed through
+     * kv_tensor_batched_free_hook. */
+    struct kv_batched_info *batched;
 } kv_tensor;
 
 /* ---- storage ---- */
@@ -78,6 +83,8 @@ void kv_tensor_release(kv_tensor *t); /* NULL is allowed */
 /* Called (when set) as a tensor's last reference goes, so src/modes can
  * free the autograd record without core knowing its layout. */
 extern void (*kv_tensor_autograd_free_hook)(struct kv_autograd_meta *meta);
+/* The same for a batched wrapper's vmap record (set by src/modes/vmap). */
+extern void (*kv_tensor_batched_free_hook)(struct kv_batched_info *info);
 
 /* ---- geometry ---- */
 int64_t kv_tensor_numel(const kv_tensor *t);

@@ -1,0 +1,297 @@
+/* The one boxed kernel at KV_KEY_AUTOGRAD, and its registration.
+ *
+ * Per call: when no tensor argument requires grad, the kernel only runs
+ * the layers below. Otherwise it checks in-place rules, records the edges
+ * of the inputs and what the op's formula row asks to save (tensors as
+ * detached aliases with their version, non-tensor arguments copied), runs
+ * the layers below with Autograd excluded from the thread-local set (so
+ * ops called inside lower kernels record nothing either), and attaches
+ * the node to the differentiable outputs. An in-place op rebases its
+ * self's history onto the node, or, when self is a view, its base's
+ * history onto a CopySlices node.
+ *
+ * Registration: the kernel per op of the formula table; a fallthrough per
+ * non-differentiable op; and the same kernel as the Autograd fallback for
+ * every other op (run-time ops included), where it records a
+ * NotImplemented node whose backward reports the missing formula. Grad
+ * mode off is Autograd in the TLS excluded set, so none of this runs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv/ops.h"
+#include "modes/autograd_internal.h"
+
+static kv_status run_below(const kv_op *op, kv_keyset below, kv_stack *stack) {
+    kv_tls_keys saved = kv_tls_exclude_push(kv_keyset_of(KV_KEY_AUTOGRAD));
+    kv_status st = kv_redispatch(op, below, stack);
+    kv_tls_pop(saved);
+    return st;
+}
+
+static bool is_tensor_arg(const kv_arg *a) { return a->type.kind == KV_TYPE_TENSOR; }
+
+/* Inputs flattened in schema order; NULL for an absent Tensor?. */
+typedef struct ag_inputs {
+    int n;
+    bool any_requires_grad;
+    kv_tensor **t;
+    kv_tensor *slot_tensor[KV_SCHEMA_MAX_ARGS]; /* the Tensor / Tensor? of each slot */
+    int first[KV_SCHEMA_MAX_ARGS];
+    int count[KV_SCHEMA_MAX_ARGS];
+} ag_inputs;
+
+static kv_status gather_inputs(const kv_schema *s, const kv_stack *stack, ag_inputs *in) {
+    memset(in, 0, sizeof *in);
+    for (int i = 0; i < KV_SCHEMA_MAX_ARGS; i++) in->first[i] = -1;
+    int n = 0;
+    for (int i = 0; i < s->nargs && i < stack->size; i++) {
+        if (!is_tensor_arg(&s->args[i])) continue;
+        const kv_ivalue *v = &stack->slots[i];
+        n += v->tag == KV_IV_TENSOR_LIST ? v->v.tensors.n : (s->args[i].type.is_list ? 0 : 1);
+    }
+    in->t = calloc((size_t)(n > 0 ? n : 1), sizeof *in->t);
+    if (in->t == NULL) return kv_error(KV_ERR_OOM, "autograd: out of host memory");
+    for (int i = 0; i < s->nargs && i < stack->size; i++) {
+        if (!is_tensor_arg(&s->args[i])) continue;
+        const kv_ivalue *v = &stack->slots[i];
+        in->first[i] = in->n;
+        if (v->tag == KV_IV_TENSOR_LIST) {
+            for (int e = 0; e < v->v.tensors.n; e++) in->t[in->n++] = v->v.tensors.items[e];
+        } else if (!s->args[i].type.is_list) {
+            kv_tensor *t = v->tag == KV_IV_TENSOR ? v->v.tensor : NULL;
+            in->slot_tensor[i] = t;
+            in->t[in->n++] = t;
+        }
+        in->count[i] = in->n - in->first[i];
+    }
+    for (int j = 0; j < in->n; j++)
+        if (kv_ag_requires_grad(in->t[j])) in->any_requires_grad = true;
+    return KV_OK;
+}
+
+static bool is_input(const ag_inputs *in, const kv_tensor *t) {
+    for (int j = 0; j < in->n; j++)
+        if (in->t[j] == t) return true;
+    return false;
+}
+
+/* Outputs that are new tensors and do not require grad lose the Autograd
+ * key a view kernel copies from its input, so they dispatch like any
+ * other tensor that does not require grad. */
+static void strip_outputs(const kv_schema *s, const ag_inputs *in, kv_stack *stack) {
+    for (int k = 0; k < stack->size && k < s->nreturns; k++) {
+        if (stack->slots[k].tag != KV_IV_TENSOR) continue;
+        kv_tensor *out = stack->slots[k].v.tensor;
+        if (out && !is_input(in, out) && !kv_ag_requires_grad(out))
+            out->keys = kv_keyset_remove(out->keys, KV_KEY_AUTOGRAD);
+    }
+}
+
+static kv_status check_mutable(const kv_op *op, const kv_schema *s, const ag_inputs *in) {
+    for (int i = 0; i < s->nargs; i++) {
+        if (!is_tensor_arg(&s->args[i]) || !s->args[i].alias.is_write) continue;
+        kv_tensor *t = in->slot_tensor[i];
+        if (t == NULL) continue;
+        if (kv_ag_requires_grad(t) && kv_tensor_is_leaf(t))
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "%s: argument '%s': a leaf Variable that requires grad is being used in an in-place "
+                            "operation.",
+                            kv_op_name(op), s->args[i].name);
+        kv_tensor *base = t->autograd ? t->autograd->base : NULL;
+        if (base && kv_ag_requires_grad(base) && kv_tensor_is_leaf(base))
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "%s: argument '%s': a view of a leaf Variable that requires grad is being used in an "
+                            "in-place operation.",
+                            kv_op_name(op), s->args[i].name);
+    }
+    return KV_OK;
+}
+
+/* The tensor a view output aliases: the argument sharing its alias set. */
+static kv_tensor *view_source(const kv_schema *s, const ag_inputs *in, int k) {
+    const kv_alias_info *ra = &s->returns[k].alias;
+    if (!ra->set || ra->is_write) return NULL;
+    for (int i = 0; i < s->nargs; i++)
+        if (s->args[i].alias.set == ra->set && is_tensor_arg(&s->args[i])) return in->slot_tensor[i];
+    return NULL;
+}
+
+static kv_status save_inputs(const kv_ag_formula *f, const kv_schema *s, const ag_inputs *in, kv_ag_node *node) {
+    if (f == NULL) return KV_OK;
+    for (int i = 0; i < s->nargs && i < KV_SCHEMA_MAX_ARGS; i++) {
+        if (!(f->save_args & KV_AG_BIT(i)) || in->slot_tensor[i] == NULL) continue;
+        kv_tensor *t = in->slot_tensor[i];
+        kv_status st;
+        if (s->args[i].alias.is_write) {
+            /* self is about to be overwritten: keep its old values. */
+            kv_tls_keys g = kv_tls_exclude_push(kv_keyset_of(KV_KEY_AUTOGRAD));
+            kv_tensor *copy = kv_clone(t, NULL);
+            kv_tls_pop(g);
+            if (copy == NULL) return kv_last_error();
+            st = kv_ag_save(&node->saved_args[i], copy);
+            kv_tensor_release(copy);
+        } else {
+            st = kv_ag_save(&node->saved_args[i], t);
+        }
+        if (st != KV_OK) return st;
+        node->has_saved = true;
+    }
+    return KV_OK;
+}
+
+static kv_ag_node *make_node(const kv_op *op, const kv_ag_formula *f, const kv_schema *s, const kv_stack *stack,
+                             const ag_inputs *in) {
+    kv_ag_node *node = kv_ag_node_new(f ? f->node_name : "NotImplemented", f ? f->fn : kv_ag_f_not_implemented,
+                                      in->n, s->nreturns);
+    if (node == NULL) return NULL;
+    node->op = op;
+    memcpy(node->in_first, in->first, sizeof node->in_first);
+    memcpy(node->in_count, in->count, sizeof node->in_count);
+    for (int j = 0; j < in->n; j++) {
+        kv_ag_tmeta_of(in->t[j], &node->in_meta[j]);
+        node->edges[j] = kv_ag_edge_of(in->t[j]);
+        node->needs[j] = node->edges[j].node || node->edges[j].leaf;
+    }
+    kv_status st = KV_OK;
+    for (int i = 0; i < s->nargs && st == KV_OK; i++) {
+        st = kv_ag_ivalue_copy(&node->args[i], &stack->slots[i]);
+        if (st == KV_OK) node->nargs = i + 1;
+    }
+    if (st == KV_OK) st = save_inputs(f, s, in, node);
+    if (st != KV_OK) {
+        kv_ag_node_release(node);
+        return NULL;
+    }
+    return node;
+}
+
+static bool differentiable_result(const kv_ag_formula *f, int k, const kv_tensor *out) {
+    if (f && f->diff_results && !(f->diff_results & KV_AG_BIT(k))) return false;
+    return kv_dtype_is_floating(out->dtype) || kv_dtype_is_complex(out->dtype);
+}
+
+/* Attaches node to the outputs; *attached tells whether any took it. */
+static kv_status attach_outputs(const kv_ag_formula *f, const kv_schema *s, const ag_inputs *in, kv_ag_node *node,
+                                kv_stack *stack, bool *attached) {
+    *attached = false;
+    for (int k = 0; k < s->nreturns && k < stack->size; k++) {
+        if (stack->slots[k].tag != KV_IV_TENSOR) continue;
+        kv_tensor *out = stack->slots[k].v.tensor;
+        kv_ag_tmeta_of(out, &node->out_meta[k]);
+        const bool diff = differentiable_result(f, k, out);
+        if (s->returns[k].alias.is_write) {
+            if (!diff) continue;
+            if (out->autograd && out->autograd->base) {
+                kv_status st = kv_ag_copy_slices(out, node);
+                if (st != KV_OK) return st;
+            } else {
+                struct kv_autograd_meta *m = kv_ag_meta_ensure(out);
+                if (m == NULL) return kv_last_error();
+                kv_ag_meta_set_grad_fn(m, node, k);
+                m->requires_grad = true;
+                out->keys = kv_keyset_add(out->keys, KV_KEY_AUTOGRAD);
+            }
+            *attached = true;
+            continue;
+        }
+        /* contiguous on a contiguous tensor returns the tensor itself,
+         * which keeps its own history (PyTorch records nothing). */
+        if (is_input(in, out)) continue;
+        if (!diff) {
+            out->keys = kv_keyset_remove(out->keys, KV_KEY_AUTOGRAD);
+            continue;
+        }
+        struct kv_autograd_meta *m = kv_ag_meta_ensure(out);
+        if (m == NULL) return kv_last_error();
+        m->requires_grad = true;
+        kv_ag_meta_set_grad_fn(m, node, k);
+        out->keys = kv_keyset_add(out->keys, KV_KEY_AUTOGRAD);
+        kv_tensor *src = kv_schema_is_view(s) ? view_source(s, in, k) : NULL;
+        if (src && src->storage == out->storage && kv_ag_requires_grad(src) && m->base == NULL) {
+            kv_tensor *base = (src->autograd && src->autograd->base) ? src->autograd->base : src;
+            kv_tensor_retain(base);
+            m->base = base;
+            m->view_version = kv_tensor_version(out);
+        }
+        *attached = true;
+    }
+    if (f && *attached) {
+        for (int k = 0; k < s->nreturns && k < stack->size && k < KV_SCHEMA_MAX_RETURNS; k++) {
+            if (!(f->save_results & KV_AG_BIT(k)) || stack->slots[k].tag != KV_IV_TENSOR) continue;
+            kv_ag_node *holder = node;
+            kv_status st = kv_ag_save(&holder->saved_results[k], stack->slots[k].v.tensor);
+            if (st != KV_OK) return st;
+            holder->has_saved = true;
+        }
+    }
+    return KV_OK;
+}
+
+kv_status kv_ag_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_schema *s = kv_op_schema(op);
+    const kv_keyset below = ks & kv_keyset_below(KV_KEY_AUTOGRAD);
+    ag_inputs in;
+    kv_status st = gather_inputs(s, stack, &in);
+    if (st != KV_OK) return st;
+    if (!in.any_requires_grad) {
+        st = run_below(op, below, stack);
+        if (st == KV_OK) strip_outputs(s, &in, stack);
+        free(in.t);
+        kv_ag_count_kernel(false);
+        return st;
+    }
+    const kv_ag_formula *f = kv_ag_formula_for(op);
+    kv_ag_node *node = NULL;
+    st = check_mutable(op, s, &in);
+    if (st == KV_OK) {
+        node = make_node(op, f, s, stack, &in);
+        if (node == NULL) st = kv_last_error();
+    }
+    if (st == KV_OK) st = run_below(op, below, stack);
+    bool attached = false;
+    if (st == KV_OK) {
+        st = attach_outputs(f, s, &in, node, stack, &attached);
+        if (st != KV_OK) kv_stack_clear_returns(stack);
+    }
+    kv_ag_node_release(node);
+    free(in.t);
+    kv_ag_count_kernel(attached);
+    return st;
+}
+
+/* ---- registration ---- */
+
+/* Ops whose outputs never require grad (PyTorch: not differentiable). */
+static const char *const k_nondifferentiable[] = {
+    "empty.memory_format", "zeros", "ones", "full", "arange", "eq.Tensor", "lt.Tensor", "argmax", "detach",
+    "is_conj", "is_neg", "_is_zerotensor", "_efficientzerotensor",
+};
+
+static const kv_op *find_quiet(const char *name) {
+    const kv_op *op = kv_op_find(name);
+    if (op == NULL) kv_error_clear();
+    return op;
+}
+
+bool kv_autograd_is_nondifferentiable(const kv_op *op) {
+    if (op == NULL) return false;
+    for (size_t i = 0; i < sizeof k_nondifferentiable / sizeof k_nondifferentiable[0]; i++)
+        if (strcmp(kv_op_name(op), k_nondifferentiable[i]) == 0) return true;
+    return false;
+}
+
+kv_status kv_autograd_register(void) {
+    kv_ag_meta_install_hook();
+    kv_status st;
+    for (int i = 0; i < kv_ag_nformulas; i++) {
+        const kv_op *op = find_quiet(kv_ag_formulas[i].op);
+        if (op == NULL) continue; /* an op this build does not have */
+        if ((st = kv_register_kernel(kv_ag_formulas[i].op, KV_KEY_AUTOGRAD, kv_ag_kernel)) != KV_OK) return st;
+    }
+    for (size_t i = 0; i < sizeof k_nondifferentiable / sizeof k_nondifferentiable[0]; i++) {
+        if (find_quiet(k_nondifferentiable[i]) == NULL) continue;
+        if ((st = kv_register_fallthrough(k_nondifferentiable[i], KV_KEY_AUTOGRAD)) != KV_OK) return st;
+    }
+    kv_register_fallback(KV_KEY_AUTOGRAD, kv_ag_kernel);
+    return KV_OK;
+}

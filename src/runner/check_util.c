@@ -1,0 +1,98 @@
+/* Shared pieces of the checks (runner/check_util.h). */
+#include "runner/check_util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runner/fill.h"
+
+kv_status kv_error_prefix(kv_status code, const char *fmt, ...) {
+    char prev[512], head[512];
+    snprintf(prev, sizeof prev, "%s", kv_last_error_message());
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(head, sizeof head, fmt, ap);
+    va_end(ap);
+    if (prev[0] == '\0') return kv_error(code, "%s", head);
+    return kv_error(code, "%s: %s", head, prev);
+}
+
+void kv_check_result_begin(kv_check_result *r, const kv_check_ctx *ctx, const char *check, const char *backend) {
+    memset(r, 0, sizeof *r);
+    const kv_case *c = ctx->c;
+    kv_case_id(c, r->case_id, (int)sizeof r->case_id);
+    kv_case_repro(c, r->repro, (int)sizeof r->repro);
+    snprintf(r->op, sizeof r->op, "%s", c->op);
+    snprintf(r->check, sizeof r->check, "%s", check);
+    snprintf(r->backend, sizeof r->backend, "%s", backend ? backend : kv_device_type_name(c->device.type));
+    r->dtype = KV_F32;
+    for (int i = 0; i < c->ninputs && i < KV_CASE_MAX_INPUTS; i++) {
+        if (!c->absent[i]) {
+            r->dtype = c->dtypes[i];
+            break;
+        }
+    }
+    r->status = KV_RESULT_PASS;
+}
+
+void kv_check_result_set(kv_check_result *r, kv_result_status status, const char *fmt, ...) {
+    r->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+}
+
+void kv_check_result_append(kv_check_result *r, const char *fmt, ...) {
+    const size_t n = strlen(r->message);
+    if (n + 1 >= sizeof r->message) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message + n, sizeof r->message - n, fmt, ap);
+    va_end(ap);
+}
+
+void kv_check_push(const kv_check_ctx *ctx, const kv_check_result *r) {
+    (void)kv_result_list_push(ctx->results, r);
+}
+
+kv_status kv_check_box_bool(kv_case_outputs *out) {
+    if (!out->is_bool || out->n > 0) return KV_OK;
+    const uint8_t v = out->b ? 1 : 0;
+    const int64_t no_sizes[1] = { 0 };
+    kv_tensor *t = kv_tensor_from_data(&v, no_sizes, 0, KV_BOOL);
+    if (t == NULL) return kv_last_error();
+    out->t[0] = t;
+    out->n = 1;
+    return KV_OK;
+}
+
+kv_status kv_check_ref_run(const kv_check_ctx *ctx, kv_check_ref *ref) {
+    memset(ref, 0, sizeof *ref);
+    kv_status st = kv_case_inputs_make(ctx->c, ctx->op, KV_DEVICE_CPU0, true, &ref->in);
+    if (st != KV_OK) {
+        snprintf(ref->message, sizeof ref->message, "%s", kv_last_error_message());
+        return st;
+    }
+    ref->call_status = kv_case_invoke(ctx->op, &ref->in, kv_keyset_of(KV_KEY_CPU), &ref->out);
+    if (ref->call_status == KV_OK) ref->call_status = kv_check_box_bool(&ref->out);
+    if (ref->call_status != KV_OK) snprintf(ref->message, sizeof ref->message, "%s", kv_last_error_message());
+    return KV_OK;
+}
+
+void kv_check_ref_free(kv_check_ref *ref) {
+    kv_case_outputs_free(&ref->out);
+    kv_case_inputs_free(&ref->in);
+}
+
+bool kv_check_arg_is_mutated(const kv_op *op, int a) {
+    const kv_schema *s = kv_op_schema(op);
+    return a >= 0 && a < s->nargs && s->args[a].alias.is_write;
+}
+
+kv_status kv_check_golden_key(const kv_case *c, char *buf, int cap) {
+    const int n = kv_fill_golden_key(c, buf, cap);
+    if (n < 0 || n >= cap) return kv_error(KV_ERR_INVALID_ARG, "%s: golden key too long (%d bytes)", c->op, n);
+    return KV_OK;
+}

@@ -1,0 +1,153 @@
+/* The variants check: the op's kernel on every available backend, called
+ * with the case's layouts, against the golden (runner/check_util.h,
+ * kv_check_golden_expected) under the tolerance table's rule.
+ *
+ * Backends: every backend key whose device has an allocator when the case
+ * runs on the CPU (the default), otherwise only the case's device. A
+ * backend whose entry for the op is not a kernel (missing, fallback,
+ * fallthrough) is UNSUPPORTED: counted, never a failure. Each backend is
+ * called through kv_redispatch on its key alone, so nothing above the
+ * Dense kernel runs; inputs live on that backend's device. One result row
+ * per backend: "variants:<Key>" (kv_key_name). Later issues register
+ * several variants per (op, backend); they become more rows here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/check_util.h"
+#include "runner/compare.h"
+#include "runner/tolerance.h"
+
+static const char *variants_entry_name(kv_entry_kind k) {
+    switch (k) {
+    case KV_ENTRY_MISSING: return "missing";
+    case KV_ENTRY_KERNEL: return "kernel";
+    case KV_ENTRY_FALLBACK: return "backend fallback";
+    case KV_ENTRY_FALLTHROUGH: return "fallthrough";
+    }
+    return "?";
+}
+
+/* Compares one output; false with r set on a failure. */
+static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, int i, const kv_tensor *expected,
+                             const kv_tensor *got, kv_check_result *r, int64_t *compared) {
+    kv_bound_kind bk = KV_BOUND_NONE;
+    const kv_tol_entry *entry = NULL;
+    const kv_cmp_rule rule = kv_tol_rule_for(ctx->c, expected->dtype, &bk, &entry);
+    double *bounds = NULL;
+    if (rule.kind == KV_CMP_BOUND &&
+        kv_tol_bounds(bk, entry ? entry->value : 0.0, ctx->c, &ref->in, expected, i, &bounds) != KV_OK) {
+        kv_check_result_set(r, KV_RESULT_ERROR, "output %d: %s", i, kv_last_error_message());
+        return false;
+    }
+    kv_cmp_report rep;
+    const kv_status st = kv_compare(expected, got, &rule, bounds, &rep);
+    free(bounds);
+    char rs[48];
+    kv_cmp_rule_format(&rule, rs, sizeof rs);
+    if (st != KV_OK) {
+        kv_check_result_set(r, KV_RESULT_FAIL, "output %d: %s", i, kv_last_error_message());
+        return false;
+    }
+    *compared += rep.compared;
+    if (rep.mismatched == 0) return true;
+    char text[KV_RESULT_MESSAGE_MAX];
+    char what[32];
+    snprintf(what, sizeof what, "output %d", i);
+    kv_cmp_report_format(&rep, what, text, (int)sizeof text);
+    kv_check_result_set(r, KV_RESULT_FAIL, "%s [%s: %s]", text, rs, entry ? entry->reason : "no table row: bitwise");
+    kv_cmp_report_to_result(&rep, r);
+    return false;
+}
+
+static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, kv_tensor *const *expected,
+                             const char *note, kv_key key) {
+    const kv_case *c = ctx->c;
+    char check[32];
+    snprintf(check, sizeof check, "variants:%s", kv_key_name(key));
+    kv_check_result r;
+    const kv_device_type dt = (kv_device_type)key;
+    kv_check_result_begin(&r, ctx, check, kv_device_type_name(dt));
+    const kv_entry_kind kind = kv_op_entry_kind(ctx->op, key);
+    if (kv_allocator_for(dt) == NULL) {
+        kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "device %s is not available", kv_device_type_name(dt));
+        kv_check_push(ctx, &r);
+        return;
+    }
+    if (kind != KV_ENTRY_KERNEL) {
+        kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "%s has no %s kernel (entry: %s)", c->op, kv_key_name(key),
+                            variants_entry_name(kind));
+        kv_check_push(ctx, &r);
+        return;
+    }
+    const kv_device dev = { dt, c->device.type == dt ? c->device.index : 0 };
+    kv_case_inputs in;
+    kv_case_outputs out;
+    memset(&out, 0, sizeof out);
+    if (kv_case_inputs_make(c, ctx->op, dev, false, &in) != KV_OK) {
+        kv_check_result_set(&r, KV_RESULT_ERROR, "cannot build the inputs on %s: %s", kv_device_type_name(dt),
+                            kv_last_error_message());
+        kv_check_push(ctx, &r);
+        return;
+    }
+    kv_status st = kv_case_invoke(ctx->op, &in, kv_keyset_of(key), &out);
+    if (st == KV_OK) st = kv_check_box_bool(&out);
+    if (st != KV_OK) {
+        kv_check_result_set(&r, KV_RESULT_FAIL, "the %s kernel failed with '%s' (the reference passed): %s",
+                            kv_key_name(key), kv_status_name(st), kv_last_error_message());
+    } else if (out.n != ref->out.n) {
+        kv_check_result_set(&r, KV_RESULT_FAIL, "the %s kernel returned %d output%s, the reference %d", kv_key_name(key),
+                            out.n, out.n == 1 ? "" : "s", ref->out.n);
+    } else {
+        int64_t compared = 0;
+        bool ok = true;
+        for (int i = 0; i < out.n && ok; i++) ok = variants_compare(ctx, ref, i, expected[i], out.t[i], &r, &compared);
+        if (ok) kv_check_result_set(&r, KV_RESULT_PASS, "%lld elements agree", (long long)compared);
+        r.compared = compared > r.compared ? compared : r.compared;
+    }
+    if (note[0]) kv_check_result_append(&r, "; %s", note);
+    kv_case_outputs_free(&out);
+    kv_case_inputs_free(&in);
+    kv_check_push(ctx, &r);
+}
+
+void kv_check_variants_run(const kv_check_ctx *ctx) {
+    const kv_case *c = ctx->c;
+    kv_check_result r;
+    kv_check_result_begin(&r, ctx, "variants", NULL);
+    if (c->expect != KV_OK) {
+        kv_check_result_set(&r, KV_RESULT_SKIP, "expect=%s: the case has no output to compare",
+                            kv_case_expect_name(c->expect));
+        kv_check_push(ctx, &r);
+        return;
+    }
+    kv_check_ref ref;
+    if (kv_check_ref_run(ctx, &ref) != KV_OK) {
+        kv_check_result_set(&r, KV_RESULT_ERROR, "cannot build the inputs: %s", ref.message);
+        kv_check_ref_free(&ref);
+        kv_check_push(ctx, &r);
+        return;
+    }
+    if (ref.call_status != KV_OK) {
+        kv_check_result_set(&r, KV_RESULT_ERROR, "the reference kernel failed with '%s': %s",
+                            kv_status_name(ref.call_status), ref.message);
+        kv_check_ref_free(&ref);
+        kv_check_push(ctx, &r);
+        return;
+    }
+    kv_tensor *expected[KV_CASE_MAX_OUTPUTS] = { NULL };
+    char note[512];
+    if (kv_check_golden_expected(ctx, &ref, expected, note, (int)sizeof note) != KV_OK) {
+        kv_check_result_set(&r, KV_RESULT_ERROR, "%s", kv_last_error_message());
+        kv_check_push(ctx, &r);
+    } else if (c->device.type == KV_DEVICE_CPU) {
+        for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
+            if (kv_allocator_for((kv_device_type)k) == NULL) continue;
+            variants_backend(ctx, &ref, expected, note, (kv_key)k);
+        }
+    } else {
+        variants_backend(ctx, &ref, expected, note, kv_device_key(c->device));
+    }
+    for (int i = 0; i < KV_CASE_MAX_OUTPUTS; i++) kv_tensor_release(expected[i]);
+    kv_check_ref_free(&ref);
+}
