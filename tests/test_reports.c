@@ -658,6 +658,7 @@ static void test_baseline_apply(void **state) {
     assert_int_equal(kv_baseline_match(b, "mul.Tensor(dtype=f32,shape=[2,3])", "golden"), 2);
     /* fnmatch would read [2,3] as a character class and match this one */
     assert_int_equal(kv_baseline_match(b, "mul.Tensor(dtype=f32,shape=2)", "golden"), 0);
+    assert_int_equal(kv_baseline_match(b, "mul.Tensor(dtype=f32,shape=x2,3])", "golden"), 0);
     assert_int_equal(kv_baseline_match(b, "div.Tensor(dtype=f64)", "anything"), 4);
     assert_int_equal(kv_baseline_match(b, "div.Tensor", "golden"), 0);
     assert_int_equal(kv_baseline_match(b, "sum(dtype=f16,shape=[3])", "variants:cpu/ref"), 5);
@@ -745,6 +746,12 @@ static void test_html(void **state) {
     const char *fail_pos = after(html, "mul.Tensor(dtype=f32,shape=[2,3])");
     const char *pass_pos = after(html, "pass.case(dtype=f32)");
     assert_true(fail_pos < pass_pos);
+    /* the failure with its diff table comes before any passing case */
+    const char *diff_pos = after(html, "<td><code>[1,2]</code></td>");
+    assert_true(diff_pos < pass_pos);
+    /* and in the table of every result, bad rows come first */
+    const char *all = after(html, "<h2 id=\"results\">");
+    assert_true(after(all, "mul.Tensor(dtype=f32,shape=[2,3])") < after(all, "pass.case(dtype=f32)"));
     assert_null(strstr(html, "<script"));
     after(html, "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more");
     after(html, "&lt;script&gt;run&lt;/script&gt;");

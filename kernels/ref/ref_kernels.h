@@ -100,5 +100,11 @@ KV_REF_KERNEL(is_conj); /* is_conj */
 KV_REF_KERNEL(is_neg); /* is_neg */
 KV_REF_KERNEL(_efficientzerotensor); /* _efficientzerotensor */
 KV_REF_KERNEL(_is_zerotensor); /* _is_zerotensor */
+/* backward */
+KV_REF_KERNEL(gelu_backward); /* gelu_backward */
+KV_REF_KERNEL(as_strided_backward); /* as_strided_backward */
+KV_REF_KERNEL(unfold_backward); /* unfold_backward */
+KV_REF_KERNEL(index_select_backward); /* index_select_backward */
+KV_REF_KERNEL(embedding_dense_backward); /* embedding_dense_backward */
 
 #endif

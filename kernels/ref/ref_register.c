@@ -90,6 +90,11 @@ static kv_kernel_fn ref_kernel_for(kv_op_id id) {
     case KV_OP_IS_NEG: return kv_ref_is_neg;
     case KV_OP__EFFICIENTZEROTENSOR: return kv_ref__efficientzerotensor;
     case KV_OP__IS_ZEROTENSOR: return kv_ref__is_zerotensor;
+    case KV_OP_GELU_BACKWARD: return kv_ref_gelu_backward;
+    case KV_OP_AS_STRIDED_BACKWARD: return kv_ref_as_strided_backward;
+    case KV_OP_UNFOLD_BACKWARD: return kv_ref_unfold_backward;
+    case KV_OP_INDEX_SELECT_BACKWARD: return kv_ref_index_select_backward;
+    case KV_OP_EMBEDDING_DENSE_BACKWARD: return kv_ref_embedding_dense_backward;
     case KV_OP_COUNT: break;
     }
     return NULL;

@@ -174,6 +174,10 @@ static kv_status compute_keyset(const kv_op *op, const kv_stack *stack, kv_keyse
         if (op->device_arg >= 0 && stack->slots[op->device_arg].tag == KV_IV_DEVICE)
             backend = kv_device_key(stack->slots[op->device_arg].v.device);
         sc.ks |= kv_keyset_of(backend);
+        /* An accel device implies its boxing key, as accel tensors carry
+         * it: a factory for accel is boxed first, like any accel op, so
+         * the layers below it run once, on the target (src/boxing). */
+        if (backend == KV_KEY_ACCEL) sc.ks |= kv_keyset_of(KV_KEY_ACCEL_BOXING);
     }
     kv_tls_keys tls = kv_tls_get();
     *out = ((sc.ks | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv/accel.h"
 #include "kv/op_ids.h"
 #include "modes/modes.h"
 #include "ref/ref.h"
@@ -156,7 +157,11 @@ static kv_status init_registry(void) {
      * skip those keys. */
     kv_register_fallback_fallthrough(KV_KEY_BACKEND_SELECT);
     kv_register_fallback_fallthrough(KV_KEY_AD_INPLACE_OR_VIEW);
-    return kv_modes_register_all();
+    st = kv_modes_register_all();
+    if (st != KV_OK) return st;
+    /* The accel device comes last: it boxes ops onto the backends and
+     * modes registered above. */
+    return kv_boxing_register();
 }
 
 static void init_once(void) {

@@ -109,6 +109,7 @@ void kv_ag_tmeta_of(const kv_tensor *t, kv_ag_tmeta *out) {
     out->offset = t->offset;
     out->dtype = t->dtype;
     out->device = t->device;
+    out->keys = t->keys;
 }
 
 kv_tensor *kv_ag_detached_alias(const kv_tensor *t) {
@@ -117,7 +118,7 @@ kv_tensor *kv_ag_detached_alias(const kv_tensor *t) {
     return a;
 }
 
-kv_status kv_ag_save(kv_ag_saved *s, const kv_tensor *t) {
+kv_status kv_ag_save(kv_ag_saved_var *s, const kv_tensor *t) {
     s->t = kv_ag_detached_alias(t);
     if (s->t == NULL) return kv_last_error();
     s->version = kv_tensor_version(t);
@@ -233,7 +234,7 @@ static const char *torch_type_name(kv_dtype dt) {
     return "?";
 }
 
-static kv_status check_saved(const kv_ag_node *n, const kv_ag_saved *s) {
+static kv_status check_saved(const kv_ag_node *n, const kv_ag_saved_var *s) {
     if (s->t == NULL) return KV_OK;
     int64_t now = kv_tensor_version(s->t);
     if (now == s->version) return KV_OK;
@@ -275,11 +276,23 @@ kv_status kv_ag_node_run(kv_ag_node *n, kv_tensor *const *grad_out, kv_tensor **
 
 /* ---- built-in nodes ---- */
 
+/* A view may differ from its base by lazy bits (conj, _neg_view): its
+ * values are then conj and/or minus the base's, and gradients cross the
+ * boundary through the same map (conj(g), -g). */
+static kv_tensor *lazy_map(kv_ag_fctx *c, kv_tensor *g, kv_keyset view_keys, kv_keyset base_keys) {
+    const kv_keyset diff = (view_keys ^ base_keys);
+    if (g && kv_keyset_has(diff, KV_KEY_CONJUGATE)) g = kv_ag_conj(c, g);
+    if (g && kv_keyset_has(diff, KV_KEY_NEGATIVE)) g = kv_ag_keep(c, kv_neg(g));
+    return g;
+}
+
 kv_status kv_ag_f_view_regen(kv_ag_fctx *c) {
     const kv_ag_node *n = c->node;
     kv_tensor *g = kv_ag_grad(c, 0);
     if (g == NULL || !n->needs[0]) return KV_OK;
     const kv_ag_tmeta *b = &n->in_meta[0], *v = &n->view;
+    g = lazy_map(c, g, v->keys, b->keys);
+    if (g == NULL) return KV_OK;
     kv_ag_set(c, 0,
               kv_ag_keep(c, kv_as_strided_backward(g, kv_ag_tmeta_sizes(b), (kv_int_list){ b->strides, b->ndim },
                                                    b->offset, kv_ag_tmeta_sizes(v),
@@ -316,15 +329,17 @@ kv_status kv_ag_f_copy_slices(kv_ag_fctx *c) {
     }
     kv_tensor *slice = kv_ag_keep(c, kv_as_strided(result, kv_ag_tmeta_sizes(v),
                                                    (kv_int_list){ v->strides, v->ndim }, &rel));
-    kv_tensor *slice_grad = kv_ag_keep(c, kv_clone(slice, NULL));
+    kv_tensor *slice_grad = lazy_map(c, kv_ag_keep(c, kv_clone(slice, NULL)), v->keys, b->keys);
     if (slice_grad == NULL) return KV_OK;
     kv_ag_node *inner = n->inner;
     kv_tensor **ig = calloc((size_t)(inner->ninputs > 0 ? inner->ninputs : 1), sizeof *ig);
     if (ig == NULL) return kv_error(KV_ERR_OOM, "CopySlices: out of host memory");
     kv_tensor *inner_out[KV_SCHEMA_MAX_RETURNS] = { slice_grad };
     kv_status st = kv_ag_node_run(inner, inner_out, ig);
-    if (st == KV_OK) {
-        st = ig[0] ? kv_copy_(slice, ig[0], false) : kv_zero_(slice);
+    kv_tensor *self_grad = (st == KV_OK && ig[0]) ? lazy_map(c, ig[0], v->keys, b->keys) : NULL;
+    /* A failed map left its error in c, which the caller raises. */
+    if (st == KV_OK && (ig[0] == NULL || self_grad)) {
+        st = self_grad ? kv_copy_(slice, self_grad, false) : kv_zero_(slice);
         if (st == KV_OK) {
             kv_tensor_retain(result);
             c->grad_in[0] = result;

@@ -33,6 +33,7 @@ typedef struct kv_ag_tmeta {
     int64_t offset;
     kv_dtype dtype;
     kv_device device;
+    kv_keyset keys; /* for the lazy bits of views */
 } kv_ag_tmeta;
 
 struct kv_autograd_meta {
@@ -57,10 +58,10 @@ typedef struct kv_ag_edge {
     int input_nr;
 } kv_ag_edge;
 
-typedef struct kv_ag_saved {
+typedef struct kv_ag_saved_var {
     kv_tensor *t;     /* detached alias; NULL when not saved or freed */
     int64_t version;  /* the storage version at save time */
-} kv_ag_saved;
+} kv_ag_saved_var;
 
 typedef struct kv_ag_fctx kv_ag_fctx;
 /* A backward formula: reads the node's gradients and saved values through
@@ -100,8 +101,8 @@ struct kv_ag_node {
     /* the op's non-tensor arguments, deep-copied (tensor slots are NONE) */
     int nargs;
     kv_ivalue args[KV_SCHEMA_MAX_ARGS];
-    kv_ag_saved saved_args[KV_SCHEMA_MAX_ARGS];
-    kv_ag_saved saved_results[KV_SCHEMA_MAX_RETURNS];
+    kv_ag_saved_var saved_args[KV_SCHEMA_MAX_ARGS];
+    kv_ag_saved_var saved_results[KV_SCHEMA_MAX_RETURNS];
     bool has_saved;                  /* some tensor was saved (so a second run is an error) */
     bool released;                   /* saved tensors freed by a backward */
     /* CopySlices: the in-place op's own node (its edge 0 unused) and the
@@ -152,7 +153,7 @@ kv_ag_edge kv_ag_edge_of(kv_tensor *t);
 kv_ag_node *kv_ag_current_grad_fn(kv_tensor *t);
 void kv_ag_tmeta_of(const kv_tensor *t, kv_ag_tmeta *out);
 /* Saves t (a detached alias and its version) into *s. */
-kv_status kv_ag_save(kv_ag_saved *s, const kv_tensor *t);
+kv_status kv_ag_save(kv_ag_saved_var *s, const kv_tensor *t);
 /* A new alias of t without record and without the Autograd key. */
 kv_tensor *kv_ag_detached_alias(const kv_tensor *t);
 /* Deep copy of a non-tensor argument value into dst (lists and strings
@@ -178,7 +179,6 @@ kv_status kv_ag_register_formula(const kv_op *op, const kv_ag_formula *row);
 
 /* ---- the kernel (autograd_kernel.c) ---- */
 kv_status kv_ag_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
-kv_status kv_autograd_register(void);
 
 /* ---- formula helpers (autograd_util.c) ----
  * Every helper returns a tensor registered as a temporary of c (released

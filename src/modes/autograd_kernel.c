@@ -282,6 +282,7 @@ bool kv_autograd_is_nondifferentiable(const kv_op *op) {
 
 kv_status kv_autograd_register(void) {
     kv_ag_meta_install_hook();
+    (void)kv_ag_formula_for(NULL); /* builds the lookup table while single threaded */
     kv_status st;
     for (int i = 0; i < kv_ag_nformulas; i++) {
         const kv_op *op = find_quiet(kv_ag_formulas[i].op);

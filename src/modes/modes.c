@@ -3,6 +3,7 @@
 #include "modes/modes.h"
 
 #include "kv/autocast.h"
+#include "kv/autograd.h"
 #include "kv/functionalize.h"
 #include "kv/lazy.h"
 #include "kv/trace.h"
@@ -16,5 +17,6 @@ kv_status kv_modes_register_all(void) {
     if ((st = kv_autocast_register()) != KV_OK) return st;
     if ((st = kv_lazy_register()) != KV_OK) return st;
     if ((st = kv_vmap_register()) != KV_OK) return st;
+    if ((st = kv_autograd_register()) != KV_OK) return st;
     return st;
 }

@@ -158,7 +158,11 @@ void kv_check_golden_run(const kv_check_ctx *ctx) {
         } else {
             bool ok = true;
             for (int i = 0; i < ref.out.n && ok; i++) ok = golden_verify_output(ctx, key, i, ref.out.t[i], &r);
-            if (ok) r.status = KV_RESULT_PASS;
+            if (ok && r.message[0] == '\0')
+                kv_check_result_set(&r, KV_RESULT_PASS, "bitwise equal to the golden (%d output%s)", ref.out.n,
+                                    ref.out.n == 1 ? "" : "s");
+            else if (ok)
+                r.status = KV_RESULT_PASS;
         }
     }
     kv_check_ref_free(&ref);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kv/kv.h"
 #include "runner/fill.h"
 
 kv_status kv_error_prefix(kv_status code, const char *fmt, ...) {
@@ -68,6 +69,29 @@ kv_status kv_check_box_bool(kv_case_outputs *out) {
     return KV_OK;
 }
 
+kv_status kv_check_materialize(kv_case_outputs *out) {
+    for (int i = 0; i < out->n; i++) {
+        kv_tensor *cur = out->t[i];
+        for (int step = 0; step < 3; step++) {
+            static const kv_key keys[3] = { KV_KEY_ZERO_TENSOR, KV_KEY_CONJUGATE, KV_KEY_NEGATIVE };
+            if (!kv_keyset_has(cur->keys, keys[step])) continue;
+            kv_tensor *next = step == 0 ? kv_clone(cur, NULL) : step == 1 ? kv_resolve_conj(cur) : kv_resolve_neg(cur);
+            if (next == NULL) {
+                out->t[i] = cur;
+                return kv_error_prefix(kv_last_error(), "output %d: cannot materialize its %s bit", i,
+                                       kv_key_name(keys[step]));
+            }
+            kv_tensor_release(cur);
+            cur = next;
+        }
+        out->t[i] = cur;
+        const kv_keyset lazy = kv_keyset_of(KV_KEY_ZERO_TENSOR) | kv_keyset_of(KV_KEY_CONJUGATE) |
+                               kv_keyset_of(KV_KEY_NEGATIVE);
+        if (cur->keys & lazy) return kv_error(KV_ERR_INTERNAL, "output %d: a lazy bit survived materialization", i);
+    }
+    return KV_OK;
+}
+
 kv_status kv_check_ref_run(const kv_check_ctx *ctx, kv_check_ref *ref) {
     memset(ref, 0, sizeof *ref);
     kv_status st = kv_case_inputs_make(ctx->c, ctx->op, KV_DEVICE_CPU0, true, &ref->in);
@@ -77,6 +101,7 @@ kv_status kv_check_ref_run(const kv_check_ctx *ctx, kv_check_ref *ref) {
     }
     ref->call_status = kv_case_invoke(ctx->op, &ref->in, kv_keyset_of(KV_KEY_CPU), &ref->out);
     if (ref->call_status == KV_OK) ref->call_status = kv_check_box_bool(&ref->out);
+    if (ref->call_status == KV_OK) ref->call_status = kv_check_materialize(&ref->out);
     if (ref->call_status != KV_OK) snprintf(ref->message, sizeof ref->message, "%s", kv_last_error_message());
     return KV_OK;
 }

@@ -46,6 +46,12 @@ void kv_check_ref_free(kv_check_ref *ref);
  * output compares as a tensor. */
 kv_status kv_check_box_bool(kv_case_outputs *out);
 
+/* Replaces outputs that carry a lazy bit (Conjugate, Negative,
+ * ZeroTensor) by materialized tensors (clone for ZeroTensor, then
+ * resolve_conj, resolve_neg), so data comparisons, the golden store and
+ * .npy files see the logical values. */
+kv_status kv_check_materialize(kv_case_outputs *out);
+
 /* Whether schema argument `a` of the op is written by the call (a!). */
 bool kv_check_arg_is_mutated(const kv_op *op, int a);
 

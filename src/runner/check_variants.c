@@ -2,12 +2,16 @@
  * with the case's layouts, against the golden (runner/check_util.h,
  * kv_check_golden_expected) under the tolerance table's rule.
  *
- * Backends: every backend key whose device has an allocator when the case
- * runs on the CPU (the default), otherwise only the case's device. A
+ * Backends: when the case runs on the CPU (the default), every backend key
+ * whose device has an allocator and that has a Dense kernel for some op;
+ * otherwise only the case's device. A
  * backend whose entry for the op is not a kernel (missing, fallback,
  * fallthrough) is UNSUPPORTED: counted, never a failure. Each backend is
  * called through kv_redispatch on its key alone, so nothing above the
- * Dense kernel runs; inputs live on that backend's device. One result row
+ * Dense kernel runs; inputs live on that backend's device. A case whose
+ * device= names a backend without a Dense kernel for the op (accel, whose
+ * ops are boxed onto a target) is called through kv_call instead, and is
+ * UNSUPPORTED only if that finds no kernel. One result row
  * per backend: "variants:<Key>" (kv_key_name). Later issues register
  * several variants per (op, backend); they become more rows here. */
 #include <stdio.h>
@@ -74,7 +78,12 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
         kv_check_push(ctx, &r);
         return;
     }
-    if (kind != KV_ENTRY_KERNEL) {
+    /* A backend without its own kernel is UNSUPPORTED in the sweep; a
+     * case that names the device explicitly (device=accel) still runs
+     * through the full dispatcher, which may reach a kernel another way
+     * (boxing onto a target, a backend fallback). */
+    const bool via_call = kind != KV_ENTRY_KERNEL && c->device.type == dt && dt != KV_DEVICE_CPU;
+    if (kind != KV_ENTRY_KERNEL && !via_call) {
         kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "%s has no %s kernel (entry: %s)", c->op, kv_key_name(key),
                             variants_entry_name(kind));
         kv_check_push(ctx, &r);
@@ -90,9 +99,13 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
         kv_check_push(ctx, &r);
         return;
     }
-    kv_status st = kv_case_invoke(ctx->op, &in, kv_keyset_of(key), &out);
+    kv_status st = kv_case_invoke(ctx->op, &in, via_call ? 0 : kv_keyset_of(key), &out);
     if (st == KV_OK) st = kv_check_box_bool(&out);
-    if (st != KV_OK) {
+    if (st == KV_OK) st = kv_check_materialize(&out);
+    if (st == KV_ERR_MISSING_KERNEL && via_call) {
+        kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "%s on %s: %s", c->op, kv_device_type_name(dt),
+                            kv_last_error_message());
+    } else if (st != KV_OK) {
         kv_check_result_set(&r, KV_RESULT_FAIL, "the %s kernel failed with '%s' (the reference passed): %s",
                             kv_key_name(key), kv_status_name(st), kv_last_error_message());
     } else if (out.n != ref->out.n) {
@@ -109,6 +122,15 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
     kv_case_outputs_free(&out);
     kv_case_inputs_free(&in);
     kv_check_push(ctx, &r);
+}
+
+/* Whether any op has a Dense kernel on `key`: devices that only box onto
+ * another backend (accel) have none, and sweeping them would add an
+ * UNSUPPORTED row to every case for ops they do support. */
+static bool variants_is_kernel_backend(kv_key key) {
+    for (int i = 0; i < kv_op_count(); i++)
+        if (kv_op_entry_kind(kv_op_at(i), key) == KV_ENTRY_KERNEL) return true;
+    return false;
 }
 
 void kv_check_variants_run(const kv_check_ctx *ctx) {
@@ -143,6 +165,7 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
     } else if (c->device.type == KV_DEVICE_CPU) {
         for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
             if (kv_allocator_for((kv_device_type)k) == NULL) continue;
+            if (k != KV_KEY_CPU && !variants_is_kernel_backend((kv_key)k)) continue;
             variants_backend(ctx, &ref, expected, note, (kv_key)k);
         }
     } else {

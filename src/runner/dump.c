@@ -119,7 +119,7 @@ kv_status kv_case_dump(const kv_case *c, const kv_op *op, const char *dir) {
     if (st == KV_OK) {
         kv_case_outputs out;
         const kv_status call = kv_case_invoke(op, &in, kv_keyset_of(KV_KEY_CPU), &out);
-        if (call != KV_OK || kv_check_box_bool(&out) != KV_OK) {
+        if (call != KV_OK || kv_check_box_bool(&out) != KV_OK || kv_check_materialize(&out) != KV_OK) {
             json_t *e = json_object();
             json_object_set_new(e, "code", json_string(kv_status_name(kv_last_error())));
             json_object_set_new(e, "message", json_string(kv_last_error_message()));

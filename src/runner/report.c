@@ -268,7 +268,7 @@ void kv_report_put_escaped(FILE *f, const char *s, bool attr) {
     while (*s) {
         uint32_t cp = 0;
         int len = kv_report_utf8_decode(s, &cp);
-        if (0) {
+        if (len == 0) {
             fprintf(f, "\\x%02X", (unsigned)(unsigned char)*s);
             s++;
             continue;

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "ref/ref.h"
+#include "runner/check_util.h"
 #include "runner/tolerance.h"
 
 static double tb_min_normal(kv_dtype dt) {
@@ -74,6 +75,7 @@ static bool tb_next(int64_t *idx, const int64_t *sizes, int nd) {
 /* ---- argument access through the op schema ---- */
 
 typedef struct tb_args {
+    const kv_op *op;
     const kv_schema *s;
     const kv_case_inputs *in;
 } tb_args;
@@ -252,6 +254,67 @@ static kv_status tb_ew_input(const tb_args *a, const char *op, double c, double 
     return KV_OK;
 }
 
+static kv_status tb_gelu_backward(const tb_args *a, const char *op, double c, double u, const kv_tensor *e,
+                                  double *b) {
+    const kv_tensor *g = tb_tensor(a, "grad_output"), *x = tb_tensor(a, "self");
+    if (g == NULL || x == NULL) return tb_missing(op, "inputs 'grad_output' and 'self'");
+    int64_t gs[KV_MAX_DIMS], xs[KV_MAX_DIMS];
+    if (tb_bcast(g, e, gs) != KV_OK || tb_bcast(x, e, xs) != KV_OK) return tb_missing(op, "inputs do not broadcast");
+    kv_tensor gv = *g, xv = *x;
+    gv.ndim = xv.ndim = e->ndim;
+    memcpy(gv.sizes, e->sizes, sizeof gv.sizes);
+    memcpy(xv.sizes, e->sizes, sizeof xv.sizes);
+    int64_t idx[KV_MAX_DIMS] = { 0 }, k = 0;
+    do {
+        b[k] = c * u * (tb_mag_lin(e, k) + tb_mag(&gv, gs, idx) * (1.0 + tb_mag(&xv, xs, idx)));
+        k++;
+    } while (tb_next(idx, e->sizes, e->ndim));
+    return KV_OK;
+}
+
+/* A linear op with non-negative weights applied to |its first tensor|
+ * gives, per output, the sum of the magnitudes of the terms it adds. */
+static kv_status tb_linear(const tb_args *a, const char *op, int output, double u, const kv_tensor *e, double *b,
+                           int64_t *terms) {
+    int first = -1;
+    for (int i = 0; i < a->s->nargs && first < 0; i++)
+        if (a->s->args[i].type.kind == KV_TYPE_TENSOR && !a->s->args[i].type.is_list) first = i;
+    if (first < 0 || first >= a->in->nargs || a->in->args[first].tag != KV_IV_TENSOR)
+        return tb_missing(op, "no tensor argument");
+    const kv_tensor *g = a->in->args[first].v.tensor;
+    kv_tensor *ag = kv_ref_copy_to_new(g, g->dtype);
+    if (ag == NULL) return kv_last_error();
+    char *p = kv_tensor_data(ag);
+    const size_t item = kv_dtype_size(ag->dtype);
+    const int64_t n = kv_tensor_numel(ag);
+    for (int64_t k = 0; k < n; k++) {
+        double re, im;
+        kv_ref_load_c128(ag->dtype, p + k * (int64_t)item, &re, &im);
+        kv_ref_store_c128(ag->dtype, p + k * (int64_t)item, hypot(re, im), 0.0);
+    }
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack st = kv_stack_on(slots, KV_STACK_MAX);
+    for (int i = 0; i < a->in->nargs; i++) {
+        kv_ivalue v = a->in->args[i];
+        if (i == first) v.v.tensor = ag;
+        kv_stack_push(&st, v);
+    }
+    kv_status s = kv_redispatch(a->op, kv_keyset_of(KV_KEY_CPU), &st);
+    kv_tensor_release(ag);
+    if (s != KV_OK) return kv_error_prefix(s, "%s: bound: the op on |%s| failed", op, a->s->args[first].name);
+    const kv_tensor *o = output < st.size && st.slots[output].tag == KV_IV_TENSOR ? st.slots[output].v.tensor : NULL;
+    const int64_t nout = kv_tensor_numel(e);
+    if (o == NULL || kv_tensor_numel(o) != nout) {
+        kv_stack_clear_returns(&st);
+        return tb_missing(op, "the op on |grad| gave another output size");
+    }
+    const double gm = kv_gamma((double)n + 1.0, u);
+    for (int64_t k = 0; k < nout; k++) b[k] = gm * tb_mag_lin(o, k);
+    kv_stack_clear_returns(&st);
+    *terms = n;
+    return KV_OK;
+}
+
 static kv_status tb_softmax(const tb_args *a, const char *op, bool logsm, double u, const kv_tensor *e, double *b) {
     const kv_tensor *x = tb_tensor(a, "self");
     int64_t dim;
@@ -337,7 +400,7 @@ kv_status kv_tol_bounds(kv_bound_kind kind, double c_value, const kv_case *c, co
     const int64_t nout = kv_tensor_numel(expected);
     double *b = calloc((size_t)(nout > 0 ? nout : 1), sizeof *b);
     if (b == NULL) return kv_error(KV_ERR_OOM, "%s: bound: out of memory for %lld doubles", c->op, (long long)nout);
-    const tb_args a = { kv_op_schema(op), in };
+    const tb_args a = { op, kv_op_schema(op), in };
     const double u = kv_unit_roundoff(expected->dtype);
     kv_status st = KV_OK;
     int64_t terms = 1;
@@ -364,6 +427,8 @@ kv_status kv_tol_bounds(kv_bound_kind kind, double c_value, const kv_case *c, co
     case KV_BOUND_LOG_SOFTMAX: st = tb_softmax(&a, c->op, kind == KV_BOUND_LOG_SOFTMAX, u, expected, b); break;
     case KV_BOUND_EW_INPUT: st = tb_ew_input(&a, c->op, c_value, u, expected, b); break;
     case KV_BOUND_NORM: st = tb_norm(&a, c->op, output, u, expected, b); break;
+    case KV_BOUND_GELU_BACKWARD: st = tb_gelu_backward(&a, c->op, c_value, u, expected, b); break;
+    case KV_BOUND_LINEAR: st = tb_linear(&a, c->op, output, u, expected, b, &terms); break;
     }
     if (st != KV_OK) {
         free(b);

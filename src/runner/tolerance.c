@@ -41,6 +41,11 @@
     "kernel is within 1 ulp (glibc's documented bound for expf/logf/sinf/cosf/tanhf), and "       \
     "libm differences across versions add at most 0.5: 2 ulp"
 
+#define R_SCATTER                                                                                 \
+    "a scatter-add of gradient elements: each output is a sum of at most n = numel(grad) terms with "   \
+    "non-negative weights, in an order a kernel may choose, so the bound is gamma_{n+1} times the op "  \
+    "applied to |grad| (sum of |terms| per output); fill=exact keeps the sums exact: bitwise"
+
 /* Elementwise transcendental rows: f16/bf16, f32/f64, complex. */
 #define TRANSC(op)                                                                                   \
     { op, T_HALF, KV_TOL_ALWAYS, KV_CMP_ULP, 1, KV_BOUND_NONE, true, false, false, R_LIBM_HALF },     \
@@ -191,6 +196,27 @@ static const kv_tol_entry tol_table[] = {
     EXACT("as_strided", R_VIEW),
     EXACT("detach", R_VIEW),
     EXACT("unfold", R_VIEW),
+    /* ---- functionalize ---- */
+    EXACT("clamp.Tensor", "selects x or a bound: bitwise"),
+    /* ---- lazy bits (outputs are materialized before comparing) ---- */
+    EXACT("conj", "conjugation flips the sign bit of the imaginary part: bitwise"),
+    EXACT("_conj", "conjugation flips the sign bit of the imaginary part: bitwise"),
+    EXACT("conj_physical", "conjugation flips the sign bit of the imaginary part: bitwise"),
+    EXACT("resolve_conj", "conjugation flips the sign bit of the imaginary part: bitwise"),
+    EXACT("_neg_view", "negation flips the sign bit: bitwise"),
+    EXACT("resolve_neg", "negation flips the sign bit: bitwise"),
+    EXACT("is_conj", "a bool: bitwise"),
+    EXACT("is_neg", "a bool: bitwise"),
+    EXACT("_efficientzerotensor", "zeros: bitwise"),
+    EXACT("_is_zerotensor", "a bool: bitwise"),
+    /* ---- backward ---- */
+    { "gelu_backward", T_FLOAT, KV_TOL_ALWAYS, KV_CMP_BOUND, 8, KV_BOUND_GELU_BACKWARD, true, false, false,
+      "grad*(Phi(x) + x*phi(x)) cancels near x = -0.75 where the derivative crosses zero, so the bound "
+      "is 8u*(|e| + |grad|*(1 + |x|)): erf/exp errors of 1 ulp scaled by the terms' magnitudes" },
+    BOUND_OP("as_strided_backward", KV_BOUND_LINEAR, true, R_SCATTER),
+    BOUND_OP("unfold_backward", KV_BOUND_LINEAR, true, R_SCATTER),
+    BOUND_OP("index_select_backward", KV_BOUND_LINEAR, true, R_SCATTER),
+    BOUND_OP("embedding_dense_backward", KV_BOUND_LINEAR, true, R_SCATTER),
 };
 
 #define TOL_N ((int)(sizeof tol_table / sizeof tol_table[0]))

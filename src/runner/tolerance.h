@@ -40,7 +40,10 @@ typedef enum kv_bound_kind {
     KV_BOUND_SOFTMAX,      /* gamma_{n+6} * |e|, n = size(dim) */
     KV_BOUND_LOG_SOFTMAX,  /* gamma_{n+6} * (|e| + 2 log n + 1) */
     KV_BOUND_EW_INPUT,     /* c * u * (|e| + |x|): cancellation inside (gelu) */
-    KV_BOUND_NORM          /* native_layer_norm / native_group_norm, see tol_bounds.c */
+    KV_BOUND_NORM,         /* native_layer_norm / native_group_norm, see tol_bounds.c */
+    KV_BOUND_GELU_BACKWARD,/* c * u * (|e| + |grad| * (1 + |x|)) */
+    KV_BOUND_LINEAR        /* gamma_{n+1} * op(|first tensor|), n = its numel: linear ops with
+                            * non-negative weights (the scatter-add backward ops) */
 } kv_bound_kind;
 
 /* When a row applies, beyond op and dtype (first matching row wins). */

@@ -30,6 +30,10 @@
 #include "kv/status.h"
 #include "kv/tensor.h"
 
+/* Registers the Autograd kernel, the non-differentiable fallthroughs and
+ * the Autograd fallback (called from kv_modes_register_all). */
+kv_status kv_autograd_register(void);
+
 /* ---- requires_grad, .grad, grad_fn ---- */
 
 /* Sets or clears requires_grad (and KV_KEY_AUTOGRAD in t->keys). Only

@@ -2,6 +2,7 @@
 #ifndef KV_KV_H
 #define KV_KV_H
 
+#include "kv/accel.h"
 #include "kv/autocast.h"
 #include "kv/device.h"
 #include "kv/dispatch.h"

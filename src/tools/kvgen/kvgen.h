@@ -136,6 +136,69 @@ void kv_gen_emit_ops_api(const kv_gen_ops *ops, kv_gen_buf *out);
 void kv_gen_emit_decl(const kv_gen_op *op, kv_gen_buf *out);
 void kv_gen_emit_wrapper(const kv_gen_op *op, kv_gen_buf *out);
 
+/* ---- accel boxing kernels (accel_conf.c, emit_accel.c) ----
+ * kernels/accel.conf lists the ops the accel device boxes, one per line:
+ *   OP_FULL_NAME TARGET      # a comment may follow
+ * TARGET is cpu, sim, cuda, or default (the runtime target, picked by
+ * KV_ACCEL_TARGET). Blank lines and '#' comments are skipped. An op that
+ * is not in the schema, one of the hand-registered ops (boxing/hand_ops.h)
+ * or an op listed twice is an error "FILE:LINE:COL: reason". */
+typedef enum kv_gen_accel_target {
+    KV_GEN_ACCEL_DEFAULT,
+    KV_GEN_ACCEL_CPU,
+    KV_GEN_ACCEL_SIM,
+    KV_GEN_ACCEL_CUDA
+} kv_gen_accel_target;
+
+typedef struct kv_gen_accel_entry {
+    const kv_gen_op *op;         /* borrowed from the kv_gen_ops it was loaded against */
+    kv_gen_accel_target target;
+    int line;
+} kv_gen_accel_entry;
+
+typedef struct kv_gen_accel {
+    kv_gen_accel_entry *items;   /* sorted by the op's full name once loaded */
+    int n;
+    int cap;
+    char *source;
+} kv_gen_accel;
+
+void kv_gen_accel_init(kv_gen_accel *conf);
+void kv_gen_accel_free(kv_gen_accel *conf);
+/* Parses accel.conf text against `ops`. KV_ERR_SCHEMA with
+ * "SOURCE:LINE:COL: reason", or KV_ERR_OOM. */
+kv_status kv_gen_accel_load_text(const char *source, const char *text, const kv_gen_ops *ops, kv_gen_accel *out);
+kv_status kv_gen_accel_load_file(const char *path, const kv_gen_ops *ops, kv_gen_accel *out);
+/* Whether src/boxing registers the op by hand (boxing/hand_ops.h). */
+bool kv_gen_accel_is_hand_registered(const char *full_name);
+const char *kv_gen_accel_target_name(kv_gen_accel_target t); /* "default", "cpu", ... */
+
+/* How a boxing kernel treats the op, checked in this order: no tensor
+ * argument (factory), a Tensor[] argument (tensor-list), a kwarg-only
+ * mutable tensor (out=), an in-place op, a Tensor? argument
+ * (optional-tensor), anything else (functional). */
+typedef enum kv_gen_accel_kind {
+    KV_GEN_ACCEL_FUNCTIONAL,
+    KV_GEN_ACCEL_INPLACE,
+    KV_GEN_ACCEL_OUT,
+    KV_GEN_ACCEL_TENSOR_LIST,
+    KV_GEN_ACCEL_OPTIONAL_TENSOR,
+    KV_GEN_ACCEL_FACTORY,
+    KV_GEN_ACCEL_KIND_COUNT
+} kv_gen_accel_kind;
+
+kv_gen_accel_kind kv_gen_accel_kind_of(const kv_schema *s);
+/* "functional", "in-place", "out=", "tensor-list", "optional-tensor", "factory" */
+const char *kv_gen_accel_kind_name(kv_gen_accel_kind k);
+/* "accel_add_tensor": the kernel's static name, from the op id. */
+void kv_gen_accel_kernel_name(const kv_gen_op *op, char *buf, size_t cap);
+/* One kernel (schema comment + definition) as it appears in accel_boxing.c. */
+void kv_gen_emit_accel_kernel(const kv_gen_accel_entry *e, kv_gen_buf *out);
+/* The whole of accel_boxing.c: the kernels grouped by kind (in the enum's
+ * order, sorted by full name within a kind) and the registration. */
+void kv_gen_emit_accel_boxing(const kv_gen_ops *ops, const kv_gen_accel *conf, kv_gen_buf *out);
+#define KV_GEN_ACCEL_BOXING_PATH "accel_boxing.c"
+
 /* ---- output (write.c) ---- */
 /* Writes `b` to `path` unless the file already holds exactly that text,
  * so build steps after a restat rule see an unchanged mtime. Creates the

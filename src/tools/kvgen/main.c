@@ -1,5 +1,5 @@
 /* kvgen's command line:
- *   kvgen --schema kernels/ops.schema --out build/gen
+ *   kvgen --schema kernels/ops.schema [--accel kernels/accel.conf] --out build/gen
  * Exit 0 on success, 2 on a usage or schema error, 1 when an output file
  * cannot be written. */
 #include "tools/kvgen/kvgen.h"
@@ -9,11 +9,13 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: kvgen --schema FILE --out DIR\n"
+            "usage: kvgen --schema FILE [--accel CONF] --out DIR\n"
             "\n"
             "Reads the op schemas in FILE (one per line, '#' comments) and writes\n"
             "DIR/kv/op_ids.h, DIR/ops_table.c, DIR/kv/ops.h and DIR/ops_api.c,\n"
-            "rewriting a file only when its content changes.\n");
+            "rewriting a file only when its content changes. With --accel, also\n"
+            "reads CONF (lines 'OP TARGET', TARGET one of cpu, sim, cuda, default)\n"
+            "and writes DIR/accel_boxing.c, one accel boxing kernel per listed op.\n");
 }
 
 /* Accepts "--name VALUE" and "--name=VALUE"; advances *i past VALUE. */
@@ -30,7 +32,35 @@ static bool option_value(int argc, char **argv, int *i, const char *name, const 
     return true;
 }
 
-static int generate(const char *schema, const char *out_dir) {
+/* accel_boxing.c from the accel.conf at `conf`. */
+static int generate_accel(const kv_gen_ops *ops, const char *conf_path, const char *out_dir) {
+    kv_gen_accel conf;
+    if (kv_gen_accel_load_file(conf_path, ops, &conf) != KV_OK) {
+        fprintf(stderr, "%s\n", kv_last_error_message());
+        kv_gen_accel_free(&conf);
+        return 2;
+    }
+    int rc = 0;
+    kv_gen_buf buf;
+    kv_gen_buf_init(&buf);
+    char path[4096];
+    kv_gen_emit_accel_boxing(ops, &conf, &buf);
+    if (snprintf(path, sizeof path, "%s/%s", out_dir, KV_GEN_ACCEL_BOXING_PATH) >= (int)sizeof path) {
+        fprintf(stderr, "kvgen: %s: output path too long\n", out_dir);
+        rc = 1;
+    } else if (buf.failed) {
+        fprintf(stderr, "kvgen: out of memory writing %s\n", KV_GEN_ACCEL_BOXING_PATH);
+        rc = 1;
+    } else if (kv_gen_write_if_changed(path, &buf, NULL) != KV_OK) {
+        fprintf(stderr, "kvgen: %s\n", kv_last_error_message());
+        rc = 1;
+    }
+    kv_gen_buf_free(&buf);
+    kv_gen_accel_free(&conf);
+    return rc;
+}
+
+static int generate(const char *schema, const char *accel, const char *out_dir) {
     kv_gen_ops ops;
     if (kv_gen_load_file(schema, &ops) != KV_OK) {
         /* Bare FILE:LINE:COL: so editors and CI annotate the line. */
@@ -53,12 +83,13 @@ static int generate(const char *schema, const char *out_dir) {
         }
         kv_gen_buf_free(&buf);
     }
+    if (rc == 0 && accel != NULL) rc = generate_accel(&ops, accel, out_dir);
     kv_gen_ops_free(&ops);
     return rc;
 }
 
 int main(int argc, char **argv) {
-    const char *schema = NULL, *out_dir = NULL;
+    const char *schema = NULL, *out_dir = NULL, *accel = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -66,6 +97,7 @@ int main(int argc, char **argv) {
         }
         if (option_value(argc, argv, &i, "--schema", &schema)) continue;
         if (option_value(argc, argv, &i, "--out", &out_dir)) continue;
+        if (option_value(argc, argv, &i, "--accel", &accel)) continue;
         fprintf(stderr, "kvgen: unknown or incomplete option '%s'\n", argv[i]);
         usage(stderr);
         return 2;
@@ -75,5 +107,10 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    return generate(schema, out_dir);
+    if (accel != NULL && !*accel) {
+        fprintf(stderr, "kvgen: --accel needs a file\n");
+        usage(stderr);
+        return 2;
+    }
+    return generate(schema, accel, out_dir);
 }

@@ -1,0 +1,198 @@
+/* The boxing runtime shared by the src/boxing sources and the kernels kvgen
+ * writes into build/gen/accel_boxing.c (DESIGN.md section 5).
+ *
+ * A boxing kernel follows one shape, which the generated ones spell out:
+ *
+ *   kv_accel_box b;
+ *   if (!kv_accel_box_begin(&b, op, ks, stack, target)) return kv_accel_box_below(&b, id);
+ *   st = kv_accel_box_tensor(&b, 0);          one call per tensor argument
+ *   if (kv_accel_gate_allows(&b)) { count fast; st = kv_accel_box_fast(&b); }
+ *   else                          { count slow; st = kv_accel_box_slow(&b); }
+ *   st = kv_accel_unbox_tensor(&b, 0);        one call per return
+ *   return kv_accel_box_end(&b, st);
+ *
+ * Every step after a failure is a no-op that keeps the first status, so
+ * the sequence needs no branches; kv_accel_box_end releases what boxing
+ * made and, on success, moves the unboxed returns onto the caller's stack.
+ * Nothing here modifies a caller's tensor, except that an in-place or out=
+ * argument whose autograd history the op changed gets the new record (what
+ * an in-place op means). */
+#ifndef KV_BOXING_INTERNAL_H
+#define KV_BOXING_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kv/accel.h"
+#include "kv/dispatch.h"
+#include "kv/keys.h"
+#include "kv/stack.h"
+#include "kv/status.h"
+#include "kv/tensor.h"
+
+/* accel.conf's `default`: the runtime target. */
+#define KV_ACCEL_TARGET_DEFAULT KV_KEY_NONE
+
+#define KV_ACCEL_KEYS (kv_keyset_of(KV_KEY_ACCEL) | kv_keyset_of(KV_KEY_ACCEL_BOXING))
+
+/* Aliases (and temporaries) kept in the box without a heap allocation. */
+#define KV_ACCEL_BOX_INLINE 16
+
+typedef struct kv_accel_owned {
+    kv_tensor *made;       /* owned: a boxed alias or a temporary */
+    const kv_tensor *orig; /* the caller's tensor it stands for; NULL for temporaries */
+    int slot;              /* stack slot it was boxed into (-1 for temporaries) */
+} kv_accel_owned;
+
+typedef struct kv_accel_box {
+    const kv_op *op;
+    kv_keyset ks;          /* the key set the boxing kernel was selected with */
+    kv_stack *caller;      /* arguments (borrowed), later the returns */
+    kv_status st;          /* first failure of the sequence */
+    kv_key target;         /* backend key the op is boxed to */
+    kv_device target_device;
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack stack;        /* the boxed arguments, then the target's returns */
+    bool ran;              /* the boxed stack now holds returns */
+    bool mutable_slot[KV_STACK_MAX];
+    /* Returns are unboxed into here and moved to the caller at the end. */
+    kv_ivalue returns[KV_STACK_MAX];
+    int nreturns;
+    /* A Device argument that named something other than accel: the
+     * returns live there and are not re-tagged. */
+    bool device_not_accel;
+    /* Tensor lists: one array per list argument (inline for the first). */
+    kv_tensor *list_inline[KV_ACCEL_BOX_INLINE];
+    bool list_inline_used;
+    kv_tensor **list_heap[KV_STACK_MAX];
+    /* cat's fast-path list (legacy empties dropped), when it differs. */
+    int compact_slot;
+    kv_tensor **compact_items;
+    int compact_n;
+    kv_tensor *compact_inline[KV_ACCEL_BOX_INLINE];
+    /* Autograd on the slow path (autograd_retag.c): whether an input
+     * requires grad, and the grad_fn nodes of the inputs before the call. */
+    bool slow_ran;
+    bool history_live;
+    int history_inputs;
+    const struct kv_ag_node *history_stop[KV_ACCEL_BOX_INLINE];
+    /* Everything made, to release and to map returns back to callers. */
+    kv_accel_owned owned_inline[KV_ACCEL_BOX_INLINE];
+    kv_accel_owned *owned;
+    int nowned;
+    int capowned;
+} kv_accel_box;
+
+/* ---- the sequence (boxing.c) ---- */
+/* Starts boxing `op` for the arguments on `stack`. Returns false (and
+ * boxes nothing) when an argument is a batched (vmap) tensor: aliases
+ * cannot carry its record, so the call goes below the boxing layer to
+ * Batched, whose kernels re-enter the dispatcher with the physical accel
+ * tensors (kv_accel_box_below). `target` is a backend key or
+ * KV_ACCEL_TARGET_DEFAULT. */
+bool kv_accel_box_begin(kv_accel_box *b, const kv_op *op, kv_keyset ks, kv_stack *stack, kv_key target);
+/* Redispatches the unboxed call below AccelBoxing (counted slow). */
+kv_status kv_accel_box_below(kv_accel_box *b, int op_id);
+/* Boxes the Tensor at `slot` (a 0-dim CPU tensor, which PyTorch allows
+ * next to any device, is passed through). */
+kv_status kv_accel_box_tensor(kv_accel_box *b, int slot);
+/* The same for a mutable (in-place self, out=) argument. */
+kv_status kv_accel_box_mutable(kv_accel_box *b, int slot);
+/* A Tensor? argument: boxed when present, None stays None. */
+kv_status kv_accel_box_optional(kv_accel_box *b, int slot);
+/* A Tensor[] argument: every element boxed. */
+kv_status kv_accel_box_list(kv_accel_box *b, int slot);
+/* A Device / Device? argument: accel becomes the target device; any
+ * other device stays and its returns are not re-tagged. */
+kv_status kv_accel_box_device(kv_accel_box *b, int slot);
+/* Releases `b`'s temporaries; used by the special boxing steps. */
+kv_status kv_accel_box_fail(kv_accel_box *b, kv_status st);
+/* Adds an owned tensor to release at the end (temporaries: orig NULL). */
+kv_status kv_accel_box_own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot);
+/* A new target-tagged alias of the accel tensor t (autograd shared). */
+kv_tensor *kv_accel_alias_to_target(const kv_tensor *t, kv_key target);
+
+/* A target-tagged alias header of t in the caller's frame (no heap, no
+ * references taken, no autograd record): only for calls that cannot keep
+ * it, i.e. computing a key set, or a kernel that returns new tensors. */
+void kv_accel_shadow(kv_tensor *shadow, const kv_tensor *t, kv_key target);
+
+/* The gate (gate.c): kill switch, a direct kernel at the target key, then
+ * the seed or exact rule on the boxed stack. */
+bool kv_accel_gate_allows(kv_accel_box *b);
+/* The same decision for a boxed stack built elsewhere. */
+bool kv_accel_gate_allows_stack(const kv_op *op, kv_key target, const kv_stack *boxed);
+
+kv_status kv_accel_box_fast(kv_accel_box *b);
+kv_status kv_accel_box_slow(kv_accel_box *b);
+/* Return `ret`: re-tagged as accel (unless a Device argument named another
+ * device); a return that is one of the boxed aliases becomes the caller's
+ * own tensor again. */
+kv_status kv_accel_unbox_tensor(kv_accel_box *b, int ret);
+/* Return `ret` aliases argument `slot` (in-place self, out=): the caller's
+ * tensor, retained. */
+kv_status kv_accel_unbox_alias(kv_accel_box *b, int ret, int slot);
+/* A non-tensor return, copied as is. */
+kv_status kv_accel_unbox_value(kv_accel_box *b, int ret);
+/* Releases everything boxing made; on st == KV_OK moves the returns to the
+ * caller's stack. Returns st. */
+kv_status kv_accel_box_end(kv_accel_box *b, kv_status st);
+
+/* Boxes any op from its schema (the shape kvgen writes, decided at run
+ * time): what the special paths fall back to when switched off. */
+kv_status kv_accel_box_generic(const kv_op *op, kv_keyset ks, kv_stack *stack);
+
+/* Re-tags an owned target tensor as accel: in place when the caller holds
+ * the only reference, else as a new alias sharing the autograd record
+ * (the old reference is dropped). NULL + error on failure. */
+kv_tensor *kv_accel_retag_owned(kv_tensor *t);
+/* Keys of t boxed to `target` / unboxed from it. */
+static inline kv_keyset kv_accel_keys_to_target(kv_keyset keys, kv_key target) {
+    return (keys & ~KV_ACCEL_KEYS) | kv_keyset_of(target);
+}
+static inline kv_keyset kv_accel_keys_from_target(kv_keyset keys, kv_key target) {
+    return (keys & ~kv_keyset_of(target)) | KV_ACCEL_KEYS;
+}
+
+/* ---- autograd history (autograd_retag.c) ---- */
+/* Before a slow path: notes whether an input requires grad and the
+ * grad_fn of each input. */
+void kv_accel_history_note_inputs(kv_accel_box *b);
+/* After it, once the returns are unboxed: the nodes the call made record
+ * accel instead of the target. */
+void kv_accel_history_retag(kv_accel_box *b);
+
+/* ---- special steps ---- */
+/* cat.c: boxes cat's list in one pass and prepares the fast path's list
+ * without legacy empties (KV_ACCEL_SPECIAL_CAT; otherwise kv_accel_box_list). */
+kv_status kv_accel_box_cat_list(kv_accel_box *b, int slot);
+/* group_norm.c: boxes a contiguous version of the tensor at `slot`
+ * (KV_ACCEL_SPECIAL_GROUP_NORM; otherwise kv_accel_box_tensor). */
+kv_status kv_accel_box_contiguous(kv_accel_box *b, int slot);
+
+/* ---- counters (counters.c) ---- */
+/* op_id is kv_op_builtin_id; -1 counts only in the totals. */
+void kv_accel_count(int op_id, kv_accel_path path);
+void kv_accel_count_cat_dropped(uint64_t n);
+
+/* ---- state (gate.c, accel_device.c) ---- */
+/* Reads the environment once (kv_boxing_register). */
+kv_status kv_accel_env_init(void);
+/* The runtime target, resolved: a backend key, or KV_KEY_NONE with the
+ * reason from kv_accel_target_error(). */
+kv_key kv_accel_resolve_target(kv_key requested);
+/* Sets the thread's error to why no target is available; returns it. */
+kv_status kv_accel_target_error(const char *op);
+/* The requested target from KV_ACCEL_TARGET: a backend key, or
+ * KV_KEY_NONE for the default rule. Parsed by gate.c's env code. */
+kv_status kv_accel_parse_target(const char *text, kv_key *out);
+kv_status kv_accel_set_requested_target(kv_key requested);
+
+/* ---- registration ---- */
+/* build/gen/accel_boxing.c: every op of kernels/accel.conf. */
+kv_status kv_accel_register_generated(void);
+/* metadata_ops.c and to_copy.c. */
+kv_status kv_accel_register_metadata_ops(void);
+kv_status kv_accel_register_to_copy(void);
+
+#endif

@@ -1,0 +1,213 @@
+/* The redispatch gates, the kill switch, the special-path switches and
+ * the environment that sets them.
+ *
+ * Every switch is an atomic read on the hot path: boxing kernels on other
+ * threads may run while the runner flips a switch between two cases. */
+#include "boxing/boxing_internal.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv/lazy.h"
+
+static atomic_int g_gate = KV_ACCEL_GATE_EXACT;
+static atomic_bool g_redispatch = true;
+static atomic_bool g_special[KV_ACCEL_SPECIAL_COUNT] = { true, true, true, true };
+
+/* ---- names ---- */
+
+const char *kv_accel_gate_name(kv_accel_gate gate) {
+    switch (gate) {
+    case KV_ACCEL_GATE_SEED: return "seed";
+    case KV_ACCEL_GATE_EXACT: return "exact";
+    }
+    return "?";
+}
+
+int kv_accel_gate_parse(const char *text, kv_accel_gate *out) {
+    if (text == NULL) return -1;
+    if (strcmp(text, "seed") == 0) *out = KV_ACCEL_GATE_SEED;
+    else if (strcmp(text, "exact") == 0) *out = KV_ACCEL_GATE_EXACT;
+    else return -1;
+    return 0;
+}
+
+const char *kv_accel_special_name(kv_accel_special which) {
+    switch (which) {
+    case KV_ACCEL_SPECIAL_METADATA: return "metadata";
+    case KV_ACCEL_SPECIAL_TO_COPY: return "to_copy";
+    case KV_ACCEL_SPECIAL_CAT: return "cat";
+    case KV_ACCEL_SPECIAL_GROUP_NORM: return "group_norm";
+    case KV_ACCEL_SPECIAL_COUNT: break;
+    }
+    return "?";
+}
+
+/* ---- getters and setters ---- */
+
+kv_accel_gate kv_accel_gate_get(void) {
+    kv_init();
+    return (kv_accel_gate)atomic_load_explicit(&g_gate, memory_order_relaxed);
+}
+
+void kv_accel_gate_set(kv_accel_gate gate) {
+    kv_init(); /* so the environment read at init cannot override this later */
+    if (gate != KV_ACCEL_GATE_SEED && gate != KV_ACCEL_GATE_EXACT) return;
+    atomic_store(&g_gate, (int)gate);
+}
+
+bool kv_accel_redispatch_enabled(void) {
+    kv_init();
+    return atomic_load_explicit(&g_redispatch, memory_order_relaxed);
+}
+
+void kv_accel_redispatch_set_enabled(bool enabled) {
+    kv_init();
+    atomic_store(&g_redispatch, enabled);
+}
+
+bool kv_accel_special_enabled(kv_accel_special which) {
+    if ((unsigned)which >= (unsigned)KV_ACCEL_SPECIAL_COUNT) return false;
+    return atomic_load_explicit(&g_special[which], memory_order_relaxed);
+}
+
+void kv_accel_special_set_enabled(kv_accel_special which, bool enabled) {
+    kv_init();
+    if ((unsigned)which >= (unsigned)KV_ACCEL_SPECIAL_COUNT) return;
+    atomic_store(&g_special[which], enabled);
+}
+
+/* ---- the environment ---- */
+
+typedef struct env_config {
+    kv_accel_gate gate;
+    bool redispatch;
+    bool special[KV_ACCEL_SPECIAL_COUNT];
+    kv_key target; /* KV_KEY_NONE: the default rule */
+} env_config;
+
+static kv_status parse_disable_list(const char *text, bool *special) {
+    for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) special[i] = true;
+    if (text == NULL || text[0] == '\0') return KV_OK;
+    const char *p = text;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        int found = -1;
+        for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT && found < 0; i++) {
+            const char *name = kv_accel_special_name((kv_accel_special)i);
+            if (strlen(name) == n && strncmp(p, name, n) == 0) found = i;
+        }
+        if (found < 0)
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "KV_ACCEL_DISABLE: unknown entry '%.*s' in '%s' (known: metadata, to_copy, cat, "
+                            "group_norm)",
+                            (int)n, p, text);
+        special[found] = false;
+        if (end == NULL) break;
+        p = end + 1;
+    }
+    return KV_OK;
+}
+
+static kv_status read_env(env_config *c) {
+    const char *gate = getenv("KV_REDISPATCH_GATE");
+    c->gate = KV_ACCEL_GATE_EXACT;
+    if (gate != NULL && kv_accel_gate_parse(gate, &c->gate) != 0)
+        return kv_error(KV_ERR_INVALID_ARG, "KV_REDISPATCH_GATE: expected 'seed' or 'exact', got '%s'", gate);
+    /* The issue's rule, literally: unset or "0" enables, any other value
+     * (the empty string too) disables. */
+    const char *kill = getenv("KV_NO_REDISPATCH");
+    c->redispatch = kill == NULL || strcmp(kill, "0") == 0;
+    kv_status st = parse_disable_list(getenv("KV_ACCEL_DISABLE"), c->special);
+    if (st != KV_OK) return st;
+    return kv_accel_parse_target(getenv("KV_ACCEL_TARGET"), &c->target);
+}
+
+static kv_status apply_env(const env_config *c) {
+    kv_status st = kv_accel_set_requested_target(c->target);
+    if (st != KV_OK) return st;
+    atomic_store(&g_gate, (int)c->gate);
+    atomic_store(&g_redispatch, c->redispatch);
+    for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) atomic_store(&g_special[i], c->special[i]);
+    return KV_OK;
+}
+
+kv_status kv_accel_env_init(void) {
+    env_config c;
+    kv_status st = read_env(&c);
+    if (st != KV_OK) return st;
+    return apply_env(&c);
+}
+
+kv_status kv_accel_env_reload(void) {
+    kv_status st = kv_init();
+    if (st != KV_OK) return st;
+    env_config c;
+    st = read_env(&c);
+    if (st != KV_OK) return st;
+    return apply_env(&c);
+}
+
+/* ---- the gates ---- */
+
+/* The OR of the key sets of every tensor on a boxed stack. */
+static kv_keyset boxed_keys(const kv_schema *s, const kv_stack *boxed) {
+    kv_keyset ks = KV_KEYSET_EMPTY;
+    for (int i = 0; i < s->nargs && i < boxed->size; i++) {
+        const kv_ivalue *v = &boxed->slots[i];
+        if (v->tag == KV_IV_TENSOR) {
+            ks |= v->v.tensor->keys;
+        } else if (v->tag == KV_IV_TENSOR_LIST) {
+            for (int e = 0; e < v->v.tensors.n; e++) ks |= v->v.tensors.items[e]->keys;
+        }
+    }
+    return ks;
+}
+
+/* What the field's accelerators check today: a fixed list of reasons to
+ * take the slow path. Correct for every key kvsuite has now; a key added
+ * later needs a line here, which is why it is not the default. */
+static bool seed_allows(const kv_op *op, const kv_stack *boxed) {
+    const kv_keyset keys = boxed_keys(kv_op_schema(op), boxed);
+    const kv_tls_keys tls = kv_tls_get();
+    const kv_keyset live = tls.included & ~tls.excluded;
+    /* Grad mode is Autograd not excluded (kv/autograd.h); it only matters
+     * when some input requires grad, which its key says. */
+    const bool grad_mode = !kv_keyset_has(tls.excluded, KV_KEY_AUTOGRAD);
+    if (grad_mode && kv_keyset_has(keys, KV_KEY_AUTOGRAD)) return false;
+    const kv_keyset modes = kv_keyset_of(KV_KEY_AUTOCAST) | kv_keyset_of(KV_KEY_FUNCTIONALIZE) |
+                            kv_keyset_of(KV_KEY_TRACE) | kv_keyset_of(KV_KEY_BATCHED) |
+                            kv_keyset_of(KV_KEY_VMAP_MODE);
+    if (live & modes) return false;
+    if (keys & (KV_KEYSET_LAZY | kv_keyset_of(KV_KEY_BATCHED))) return false;
+    return true;
+}
+
+/* The key set the slow path's kv_call would compute, and nothing else:
+ * the fast path is taken exactly when that call would go straight to the
+ * target's kernel. No key is named, so none can be forgotten. */
+static bool exact_allows(const kv_op *op, kv_key target, const kv_stack *boxed) {
+    kv_keyset ks;
+    /* A failure (devices that do not match) is the slow path's to report. */
+    if (kv_call_keyset(op, boxed, &ks) != KV_OK) return false;
+    return kv_keyset_highest(ks) == target;
+}
+
+bool kv_accel_gate_allows_stack(const kv_op *op, kv_key target, const kv_stack *boxed) {
+    if (!atomic_load_explicit(&g_redispatch, memory_order_relaxed)) return false;
+    /* A fallback or fallthrough at the target key is not "the target's
+     * kernel": only an op's own kernel may be called directly. */
+    if (kv_op_entry_kind(op, target) != KV_ENTRY_KERNEL) return false;
+    switch ((kv_accel_gate)atomic_load_explicit(&g_gate, memory_order_relaxed)) {
+    case KV_ACCEL_GATE_SEED: return seed_allows(op, boxed);
+    case KV_ACCEL_GATE_EXACT: return exact_allows(op, target, boxed);
+    }
+    return false;
+}
+
+bool kv_accel_gate_allows(kv_accel_box *b) {
+    if (b->st != KV_OK) return false;
+    return kv_accel_gate_allows_stack(b->op, b->target, &b->stack);
+}

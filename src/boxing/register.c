@@ -1,0 +1,13 @@
+/* kv_boxing_register: brings the accel device up once kv_init has
+ * registered the backends and the modes. Order matters only in that the
+ * environment (which may pick the target) is read before any kernel is
+ * registered. */
+#include "boxing/boxing_internal.h"
+
+kv_status kv_boxing_register(void) {
+    kv_status st = kv_accel_env_init();
+    if (st != KV_OK) return st;
+    if ((st = kv_accel_register_generated()) != KV_OK) return st;
+    if ((st = kv_accel_register_metadata_ops()) != KV_OK) return st;
+    return kv_accel_register_to_copy();
+}
