@@ -235,11 +235,13 @@ static void test_accumulation(void **state) {
     kv_tensor *y = leaf(f64_of(IL(2), DV(7, 8)));
     kv_tensor *xx = OK(kv_mul(x, x));
     kv_tensor *xy = OK(kv_add(xx, y, kv_scalar_int(1)));
-    kv_tensor *l1 = total(OK(kv_add(xy, x, kv_scalar_int(1))));
+    kv_tensor *xyx = OK(kv_add(xy, x, kv_scalar_int(1)));
+    kv_tensor *l1 = total(xyx);
     OKS(kv_backward(l1, NULL)); /* d/dx = 2x + 1, d/dy = 1 */
     expect_values(kv_tensor_grad(x), DV(7, -1), 0);
     expect_values(kv_tensor_grad(y), DV(1, 1), 0);
-    kv_tensor *l2 = total(OK(kv_add(x, y, kv_scalar_int(1))));
+    kv_tensor *s2 = OK(kv_add(x, y, kv_scalar_int(1)));
+    kv_tensor *l2 = total(s2);
     OKS(kv_backward(l2, NULL)); /* both get 1 more, in separate tensors */
     expect_values(kv_tensor_grad(x), DV(8, 0), 0);
     expect_values(kv_tensor_grad(y), DV(2, 2), 0);
@@ -247,7 +249,9 @@ static void test_accumulation(void **state) {
     kv_tensor_clear_grad(x);
     assert_null(kv_tensor_grad(x));
     kv_tensor_release(l2);
+    kv_tensor_release(s2);
     kv_tensor_release(l1);
+    kv_tensor_release(xyx);
     kv_tensor_release(xy);
     kv_tensor_release(xx);
     kv_tensor_release(y);
@@ -416,6 +420,7 @@ static void test_grad_fn_names(void **state) {
     (void)state;
     kv_tensor *x = leaf(f64_of(IL(2, 3), DV(1, 2, 3, 4, 5, 6)));
     kv_tensor *w = leaf(f64_of(IL(3), DV(1, 1, 1)));
+    kv_tensor *xt = OK(kv_t(x));
     struct {
         kv_tensor *t;
         const char *name;
@@ -425,7 +430,7 @@ static void test_grad_fn_names(void **state) {
         { kv_sum(x, NULL, false, NULL), "SumBackward1" },
         { kv_transpose(x, 0, 1), "TransposeBackward0" },
         { kv_exp(x), "ExpBackward0" },
-        { kv_mm(x, OK(kv_t(x))), "MmBackward0" },
+        { kv_mm(x, xt), "MmBackward0" },
         { kv__softmax(x, 1, false), "SoftmaxBackward0" },
         { kv_clone(x, NULL), "CloneBackward0" },
         { kv_view(x, IL(6)), "ViewBackward0" },
@@ -450,7 +455,7 @@ static void test_grad_fn_names(void **state) {
     kv_tensor *cx = OK(kv_contiguous(x, 0));
     assert_ptr_equal(cx, x);
     assert_null(kv_tensor_grad_fn_name(cx));
-    kv_tensor *tensors[] = { cx, o0, o1, o2, w, x };
+    kv_tensor *tensors[] = { cx, o0, o1, o2, xt, w, x };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) kv_tensor_release(tensors[i]);
 }
 
@@ -463,13 +468,15 @@ static void test_view_grads(void **state) {
     kv_tensor *w = f64_of(IL(3, 2), DV(1, 2, 3, 4, 5, 6));
     kv_tensor *xt = OK(kv_transpose(x, 0, 1));
     assert_ptr_equal(xt->storage, x->storage);
-    kv_tensor *l1 = total(OK(kv_mul(xt, w)));
+    kv_tensor *p1 = OK(kv_mul(xt, w));
+    kv_tensor *l1 = total(p1);
     OKS(kv_backward(l1, NULL));
     expect_values(kv_tensor_grad(x), DV(1, 3, 5, 2, 4, 6), 0);
     kv_tensor_clear_grad(x);
     /* slice: columns 1..2 only */
     kv_tensor *sl = OK(kv_slice(x, 1, &(int64_t){ 1 }, &(int64_t){ 3 }, 1));
-    kv_tensor *l2 = total(OK(kv_mul(sl, sl)));
+    kv_tensor *p2 = OK(kv_mul(sl, sl));
+    kv_tensor *l2 = total(p2);
     OKS(kv_backward(l2, NULL));
     expect_values(kv_tensor_grad(x), DV(0, 4, 6, 0, 10, 12), 0);
     kv_tensor_clear_grad(x);
@@ -480,7 +487,7 @@ static void test_view_grads(void **state) {
     kv_tensor *l3 = total(ex);
     OKS(kv_backward(l3, NULL));
     expect_values(kv_tensor_grad(x), DV(0, 0, 0, 4, 4, 4), 0);
-    kv_tensor *tensors[] = { l3, ex, col, row, l2, sl, l1, xt, w, x };
+    kv_tensor *tensors[] = { l3, ex, col, row, l2, p2, sl, l1, p1, xt, w, x };
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) kv_tensor_release(tensors[i]);
 }
 

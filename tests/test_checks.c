@@ -383,6 +383,26 @@ static void test_error_not_raised_fails(void **state) {
     kv_result_list_free(&res);
 }
 
+/* neg that fails with a code but no message. */
+static kv_status silent_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    (void)op;
+    (void)ks;
+    (void)stack;
+    return KV_ERR_SHAPE;
+}
+
+static void test_error_without_message_fails(void **state) {
+    (void)state;
+    kv_case c = mk_case("neg", KV_F32, 1, S45, CK(KV_CHECK_ERROR));
+    c.expect = KV_ERR_SHAPE;
+    with_neg_kernel(silent_neg);
+    kv_result_list res = run(&c);
+    restore_neg();
+    expect_status(&res, "error", KV_RESULT_FAIL);
+    assert_non_null(strstr(res.items[0].message, "without a message"));
+    kv_result_list_free(&res);
+}
+
 /* ---- robustness and the rest ---- */
 
 static void test_bad_cases_are_error_rows(void **state) {
@@ -658,6 +678,7 @@ int main(void) {
         cmocka_unit_test(test_memory_pass_cases),
         cmocka_unit_test(test_error_expected_shape),
         cmocka_unit_test(test_error_not_raised_fails),
+        cmocka_unit_test(test_error_without_message_fails),
         cmocka_unit_test(test_bad_cases_are_error_rows),
         cmocka_unit_test(test_bool_output),
         cmocka_unit_test(test_multi_output),
