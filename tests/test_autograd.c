@@ -596,6 +596,62 @@ static void test_embedding_padding_and_scale(void **state) {
     kv_tensor_release(w);
 }
 
+/* An in-place op through a conj view: the view's values are conj of the
+ * base's, so gradients cross the view boundary conjugated. a = x * 1,
+ * v = conj(a), v *= c makes a = x * conj(c): with grad 1 on a, x gets c.
+ * Then v (regenerated history) = conj(x) * c: with grad i on v, x gets
+ * conj(i) * c = -i * c. */
+static void test_inplace_through_conj_view(void **state) {
+    (void)state;
+    kv_tensor *x = leaf(c128_of(IL(2), (const double[]){ 1, 2, -3, 0.5 }, 2));
+    kv_tensor *one = c128_of(IL(), (const double[]){ 1, 0 }, 1);
+    kv_tensor *c = c128_of(IL(), (const double[]){ 2, 1 }, 1); /* 2 + i */
+    kv_tensor *a = OK(kv_mul(x, one));
+    kv_tensor *v = OK(kv_conj(a));
+    assert_true(kv_keyset_has(v->keys, KV_KEY_CONJUGATE));
+    OKS(kv_mul_(v, c));
+    /* a = x * conj(c) = x * (2 - i): (1+2i)(2-i) = 4+3i, (-3+0.5i)(2-i) = -5.5+4i */
+    kv_tensor *ar = OK(kv_resolve_conj(a));
+    expect_c128(ar, (const double[]){ 4, 3, -5.5, 4 }, 2);
+    assert_string_equal(kv_tensor_grad_fn_name(a), "CopySlices");
+    kv_tensor *g1 = c128_of(IL(2), (const double[]){ 1, 0, 1, 0 }, 2);
+    OKS(kv_backward(a, g1));
+    expect_c128(kv_tensor_grad(x), (const double[]){ 2, 1, 2, 1 }, 2);
+    kv_tensor_clear_grad(x);
+
+    kv_tensor *b = OK(kv_mul(x, one));
+    kv_tensor *u = OK(kv_conj(b));
+    OKS(kv_mul_(u, c));
+    kv_tensor *w = OK(kv_mul(u, one));
+    kv_tensor *gi = c128_of(IL(2), (const double[]){ 0, 1, 0, 1 }, 2);
+    OKS(kv_backward(w, gi));
+    /* -i * (2 + i) = 1 - 2i */
+    expect_c128(kv_tensor_grad(x), (const double[]){ 1, -2, 1, -2 }, 2);
+    kv_tensor *tensors[] = { gi, w, u, b, g1, ar, v, a, c, one, x };
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) kv_tensor_release(tensors[i]);
+}
+
+/* An alias sharing the record (what boxing does) accumulates into the
+ * same .grad, and both can be released in any order. */
+static void test_shared_record(void **state) {
+    (void)state;
+    kv_tensor *x = leaf(f64_of(IL(2), DV(1, 2)));
+    kv_tensor *alias = OK(kv_tensor_alias(x));
+    kv_autograd_share(alias, x);
+    assert_true(kv_tensor_requires_grad(alias));
+    assert_ptr_equal(alias->autograd, x->autograd);
+    kv_tensor *y = OK(kv_mul(alias, alias));
+    kv_tensor *loss = total(y);
+    OKS(kv_backward(loss, NULL));
+    expect_values(kv_tensor_grad(x), DV(2, 4), 0);
+    assert_ptr_equal(kv_tensor_grad(alias), kv_tensor_grad(x));
+    kv_tensor_release(x);
+    expect_values(kv_tensor_grad(alias), DV(2, 4), 0);
+    kv_tensor_release(loss);
+    kv_tensor_release(y);
+    kv_tensor_release(alias);
+}
+
 /* ---- counters ---- */
 
 static void test_counters(void **state) {
@@ -695,6 +751,8 @@ int main(void) {
         cmocka_unit_test(test_inplace_through_view),
         cmocka_unit_test(test_complex_mul_convention),
         cmocka_unit_test(test_embedding_padding_and_scale),
+        cmocka_unit_test(test_inplace_through_conj_view),
+        cmocka_unit_test(test_shared_record),
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_missing_formula),
         cmocka_unit_test(test_long_chain),

@@ -31,10 +31,13 @@ static kv_status run_below(const kv_op *op, kv_keyset below, kv_stack *stack) {
 static bool is_tensor_arg(const kv_arg *a) { return a->type.kind == KV_TYPE_TENSOR; }
 
 /* Inputs flattened in schema order; NULL for an absent Tensor?. */
+#define AG_INLINE_INPUTS 16
+
 typedef struct ag_inputs {
     int n;
     bool any_requires_grad;
-    kv_tensor **t;
+    kv_tensor **t;                        /* inline, or heap for long lists */
+    kv_tensor *inline_t[AG_INLINE_INPUTS];
     kv_tensor *slot_tensor[KV_SCHEMA_MAX_ARGS]; /* the Tensor / Tensor? of each slot */
     int first[KV_SCHEMA_MAX_ARGS];
     int count[KV_SCHEMA_MAX_ARGS];
@@ -49,7 +52,9 @@ static kv_status gather_inputs(const kv_schema *s, const kv_stack *stack, ag_inp
         const kv_ivalue *v = &stack->slots[i];
         n += v->tag == KV_IV_TENSOR_LIST ? v->v.tensors.n : (s->args[i].type.is_list ? 0 : 1);
     }
-    in->t = calloc((size_t)(n > 0 ? n : 1), sizeof *in->t);
+    /* Every call on a tensor carrying the key comes here: no heap
+     * traffic unless a tensor list is long. */
+    in->t = n <= AG_INLINE_INPUTS ? in->inline_t : calloc((size_t)n, sizeof *in->t);
     if (in->t == NULL) return kv_error(KV_ERR_OOM, "autograd: out of host memory");
     for (int i = 0; i < s->nargs && i < stack->size; i++) {
         if (!is_tensor_arg(&s->args[i])) continue;
@@ -67,6 +72,10 @@ static kv_status gather_inputs(const kv_schema *s, const kv_stack *stack, ag_inp
     for (int j = 0; j < in->n; j++)
         if (kv_ag_requires_grad(in->t[j])) in->any_requires_grad = true;
     return KV_OK;
+}
+
+static void free_inputs(ag_inputs *in) {
+    if (in->t != in->inline_t) free(in->t);
 }
 
 static bool is_input(const ag_inputs *in, const kv_tensor *t) {
@@ -236,7 +245,7 @@ kv_status kv_ag_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     if (!in.any_requires_grad) {
         st = run_below(op, below, stack);
         if (st == KV_OK) strip_outputs(s, &in, stack);
-        free(in.t);
+        free_inputs(&in);
         kv_ag_count_kernel(false);
         return st;
     }
@@ -254,7 +263,7 @@ kv_status kv_ag_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
         if (st != KV_OK) kv_stack_clear_returns(stack);
     }
     kv_ag_node_release(node);
-    free(in.t);
+    free_inputs(&in);
     kv_ag_count_kernel(attached);
     return st;
 }

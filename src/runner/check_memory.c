@@ -200,6 +200,9 @@ void kv_check_memory_run(const kv_check_ctx *ctx) {
     const int damaged = kv_guard_free_damage(msg, (int)sizeof msg);
     if (damaged > 0) mem_fail(&r, "%d block%s damaged %s", damaged, damaged == 1 ? "" : "s", msg);
     const int64_t leaked = kv_guard_live_blocks(), leaked_bytes = kv_guard_live_bytes();
+    /* Leaked blocks are never freed, so verify them here. */
+    const int leaked_damaged = leaked > 0 ? kv_guard_check_all(msg, (int)sizeof msg) : 0;
+    if (leaked_damaged > 0) mem_fail(&r, "a leaked block is damaged: %s", msg);
     kv_guard_end();
     const int64_t live1 = kv_allocator_stats_of(KV_DEVICE_CPU).live_count;
     if (leaked > 0 || live1 != live0)

@@ -206,8 +206,8 @@ kv_status kv_fill_plan_for(const kv_case *c, const kv_schema *s, int input, kv_f
         break;
     case FILL_ACC_SUM: {
         int64_t k = 1;
-        if (c->shapes[input].ndim > 0)
-            for (int d = 0; d < c->shapes[input].ndim; d++) k *= c->shapes[input].sizes[d] > 0 ? c->shapes[input].sizes[d] : 1;
+        const kv_shape *sh = &c->shapes[input];
+        for (int d = 0; d < sh->ndim; d++) k *= sh->sizes[d] > 0 ? sh->sizes[d] : 1;
         /* Reduced length <= numel: |sum| <= R * numel <= 2^p, e.g. f16
          * (11 bits) holds every integer up to 2048 exactly. */
         out->exact_range = fill_exact_range(p, 1, k);
