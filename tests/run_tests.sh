@@ -3,6 +3,7 @@
 # tests/<name>.c (so a binary left over from a removed test never runs),
 # shows each one's CMocka output, and ends with one summary line. Exits
 # non-zero if any binary failed (a test failure, a crash) or none ran.
+# Last, it runs the whole case suite (build/kvrun cases/).
 dir=${1:?usage: run_tests.sh BUILD_TEST_DIR}
 failed=""
 count=0
@@ -22,6 +23,15 @@ if [ "$count" -eq 0 ]; then
     echo "run_tests: no tests/test_*.c found" >&2
     exit 1
 fi
+
+# The suite itself, as one more program: every case file against the
+# committed golden store (reports go under build/, not into reports/).
+count=$((count + 1))
+echo "=== kvrun cases/"
+if ! build/kvrun cases/ --report-dir="$dir/../suite-report"; then
+    failed="$failed kvrun-suite"
+fi
+
 if [ -n "$failed" ]; then
     echo "FAILED:$failed ($count test programs)"
     exit 1

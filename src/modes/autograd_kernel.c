@@ -116,10 +116,11 @@ static kv_status check_mutable(const kv_op *op, const kv_schema *s, const ag_inp
     return KV_OK;
 }
 
-/* The tensor a view output aliases: the argument sharing its alias set. */
-static kv_tensor *view_source(const kv_schema *s, const ag_inputs *in, int k) {
+/* The argument a return aliases (its alias set), or NULL. For a view it
+ * is the viewed tensor; for an in-place return, the written argument. */
+static kv_tensor *alias_source(const kv_schema *s, const ag_inputs *in, int k) {
     const kv_alias_info *ra = &s->returns[k].alias;
-    if (!ra->set || ra->is_write) return NULL;
+    if (!ra->set) return NULL;
     for (int i = 0; i < s->nargs; i++)
         if (s->args[i].alias.set == ra->set && is_tensor_arg(&s->args[i])) return in->slot_tensor[i];
     return NULL;
@@ -190,16 +191,21 @@ static kv_status attach_outputs(const kv_ag_formula *f, const kv_schema *s, cons
         const bool diff = differentiable_result(f, k, out);
         if (s->returns[k].alias.is_write) {
             if (!diff) continue;
-            if (out->autograd && out->autograd->base) {
-                kv_status st = kv_ag_copy_slices(out, node);
+            /* The history belongs to the caller's tensor, whatever struct
+             * the layers below returned for it. */
+            kv_tensor *self = alias_source(s, in, k);
+            if (self == NULL) self = out;
+            if (self->autograd && self->autograd->base) {
+                kv_status st = kv_ag_copy_slices(self, node);
                 if (st != KV_OK) return st;
             } else {
-                struct kv_autograd_meta *m = kv_ag_meta_ensure(out);
+                struct kv_autograd_meta *m = kv_ag_meta_ensure(self);
                 if (m == NULL) return kv_last_error();
                 kv_ag_meta_set_grad_fn(m, node, k);
                 m->requires_grad = true;
-                out->keys = kv_keyset_add(out->keys, KV_KEY_AUTOGRAD);
+                self->keys = kv_keyset_add(self->keys, KV_KEY_AUTOGRAD);
             }
+            if (out != self) kv_autograd_share(out, self);
             *attached = true;
             continue;
         }
@@ -215,7 +221,7 @@ static kv_status attach_outputs(const kv_ag_formula *f, const kv_schema *s, cons
         m->requires_grad = true;
         kv_ag_meta_set_grad_fn(m, node, k);
         out->keys = kv_keyset_add(out->keys, KV_KEY_AUTOGRAD);
-        kv_tensor *src = kv_schema_is_view(s) ? view_source(s, in, k) : NULL;
+        kv_tensor *src = kv_schema_is_view(s) ? alias_source(s, in, k) : NULL;
         if (src && src->storage == out->storage && kv_ag_requires_grad(src) && m->base == NULL) {
             kv_tensor *base = (src->autograd && src->autograd->base) ? src->autograd->base : src;
             kv_tensor_retain(base);
@@ -227,10 +233,9 @@ static kv_status attach_outputs(const kv_ag_formula *f, const kv_schema *s, cons
     if (f && *attached) {
         for (int k = 0; k < s->nreturns && k < stack->size && k < KV_SCHEMA_MAX_RETURNS; k++) {
             if (!(f->save_results & KV_AG_BIT(k)) || stack->slots[k].tag != KV_IV_TENSOR) continue;
-            kv_ag_node *holder = node;
-            kv_status st = kv_ag_save(&holder->saved_results[k], stack->slots[k].v.tensor);
+            kv_status st = kv_ag_save(&node->saved_results[k], stack->slots[k].v.tensor);
             if (st != KV_OK) return st;
-            holder->has_saved = true;
+            node->has_saved = true;
         }
     }
     return KV_OK;
