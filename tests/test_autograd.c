@@ -652,6 +652,45 @@ static void test_shared_record(void **state) {
     kv_tensor_release(alias);
 }
 
+/* ---- the backward ops' reference kernels, by hand ---- */
+
+static void test_backward_ops(void **state) {
+    (void)state;
+    kv_tensor *ones42 = f64_of(IL(4, 2), DV(1, 1, 1, 1, 1, 1, 1, 1));
+    /* windows [0,1] [1,2] [2,3] [3,4] of a length-5 input */
+    kv_tensor *u = OK(kv_unfold_backward(ones42, IL(5), 0, 2, 1));
+    expect_values(u, DV(1, 2, 2, 2, 1), 0);
+    expect_error(kv_unfold_backward(ones42, IL(6), 0, 2, 1) ? KV_OK : kv_last_error(), KV_ERR_SHAPE, "unfold_backward");
+    /* as_strided [3, 2] with strides [1, 1] reads positions i + j */
+    kv_tensor *ones32 = f64_of(IL(3, 2), DV(1, 1, 1, 1, 1, 1));
+    kv_tensor *a = OK(kv_as_strided_backward(ones32, IL(4), IL(1), 0, IL(3, 2), IL(1, 1), 0));
+    expect_values(a, DV(1, 2, 2, 1), 0);
+    expect_error(kv_as_strided_backward(ones32, IL(4), IL(1), 0, IL(2, 3), IL(1, 1), 0) ? KV_OK : kv_last_error(),
+                 KV_ERR_SHAPE, "as_strided_backward");
+    /* rows 2, 0, 2 of a [3, 2] */
+    kv_tensor *g = f64_of(IL(3, 2), DV(1, 2, 3, 4, 5, 6));
+    const int64_t iv[3] = { 2, 0, 2 }, bad[3] = { 2, 0, 3 };
+    kv_tensor *idx = OK(kv_tensor_from_data(iv, (const int64_t[]){ 3 }, 1, KV_I64));
+    kv_tensor *badidx = OK(kv_tensor_from_data(bad, (const int64_t[]){ 3 }, 1, KV_I64));
+    kv_tensor *is = OK(kv_index_select_backward(g, IL(3, 2), 0, idx));
+    expect_values(is, DV(3, 4, 0, 0, 6, 8), 0);
+    expect_error(kv_index_select_backward(g, IL(3, 2), 0, badidx) ? KV_OK : kv_last_error(), KV_ERR_INDEX,
+                 "out of bounds");
+    expect_error(kv_embedding_dense_backward(g, badidx, 3, -1, false) ? KV_OK : kv_last_error(), KV_ERR_INDEX,
+                 "out of bounds");
+    /* gelu'(0) = 1/2 in both forms */
+    kv_tensor *zero = f64_of(IL(1), DV(0));
+    kv_tensor *two = f64_of(IL(1), DV(2));
+    kv_tensor *gn = OK(kv_gelu_backward(two, zero, "none"));
+    kv_tensor *gt = OK(kv_gelu_backward(two, zero, "tanh"));
+    expect_values(gn, DV(1), 0);
+    expect_values(gt, DV(1), 0);
+    expect_error(kv_gelu_backward(two, zero, "erf") ? KV_OK : kv_last_error(), KV_ERR_INVALID_ARG,
+                 "approximate argument must be either none or tanh");
+    kv_tensor *tensors[] = { gt, gn, two, zero, is, badidx, idx, g, a, ones32, u, ones42 };
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) kv_tensor_release(tensors[i]);
+}
+
 /* ---- counters ---- */
 
 static void test_counters(void **state) {
@@ -753,6 +792,7 @@ int main(void) {
         cmocka_unit_test(test_embedding_padding_and_scale),
         cmocka_unit_test(test_inplace_through_conj_view),
         cmocka_unit_test(test_shared_record),
+        cmocka_unit_test(test_backward_ops),
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_missing_formula),
         cmocka_unit_test(test_long_chain),

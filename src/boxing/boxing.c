@@ -370,20 +370,36 @@ static int aliased_arg(const kv_schema *s, const kv_arg *ret) {
     return -1;
 }
 
+static kv_status box_arguments(kv_accel_box *b, const kv_schema *s) {
+    kv_status st = KV_OK;
+    for (int i = 0; i < s->nargs && st == KV_OK; i++) {
+        const kv_arg *a = &s->args[i];
+        if (a->type.kind == KV_TYPE_TENSOR && a->type.is_list) st = kv_accel_box_list(b, i);
+        else if (a->type.kind == KV_TYPE_TENSOR && a->alias.is_write) st = kv_accel_box_mutable(b, i);
+        else if (a->type.kind == KV_TYPE_TENSOR && a->type.optional) st = kv_accel_box_optional(b, i);
+        else if (a->type.kind == KV_TYPE_TENSOR) st = kv_accel_box_tensor(b, i);
+        else if (a->type.kind == KV_TYPE_DEVICE && !a->type.is_list) st = kv_accel_box_device(b, i);
+    }
+    return st;
+}
+
+static kv_status unbox_returns(kv_accel_box *b, const kv_schema *s, kv_status st) {
+    for (int k = 0; k < s->nreturns && st == KV_OK; k++) {
+        const kv_arg *r = &s->returns[k];
+        int src = r->type.kind == KV_TYPE_TENSOR && !r->type.is_list ? aliased_arg(s, r) : -1;
+        if (src >= 0) st = kv_accel_unbox_alias(b, k, src);
+        else if (r->type.kind == KV_TYPE_TENSOR && !r->type.is_list) st = kv_accel_unbox_tensor(b, k);
+        else st = kv_accel_unbox_value(b, k);
+    }
+    return st;
+}
+
 kv_status kv_accel_box_generic(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     const kv_schema *s = kv_op_schema(op);
     const int id = kv_op_builtin_id(op);
     kv_accel_box b;
     if (!kv_accel_box_begin(&b, op, ks, stack, KV_ACCEL_TARGET_DEFAULT)) return kv_accel_box_below(&b, id);
-    kv_status st = KV_OK;
-    for (int i = 0; i < s->nargs && st == KV_OK; i++) {
-        const kv_arg *a = &s->args[i];
-        if (a->type.kind == KV_TYPE_TENSOR && a->type.is_list) st = kv_accel_box_list(&b, i);
-        else if (a->type.kind == KV_TYPE_TENSOR && a->alias.is_write) st = kv_accel_box_mutable(&b, i);
-        else if (a->type.kind == KV_TYPE_TENSOR && a->type.optional) st = kv_accel_box_optional(&b, i);
-        else if (a->type.kind == KV_TYPE_TENSOR) st = kv_accel_box_tensor(&b, i);
-        else if (a->type.kind == KV_TYPE_DEVICE && !a->type.is_list) st = kv_accel_box_device(&b, i);
-    }
+    kv_status st = box_arguments(&b, s);
     if (st == KV_OK) {
         if (kv_accel_gate_allows(&b)) {
             kv_accel_count(id, KV_ACCEL_PATH_FAST);
@@ -393,12 +409,22 @@ kv_status kv_accel_box_generic(const kv_op *op, kv_keyset ks, kv_stack *stack) {
             st = kv_accel_box_slow(&b);
         }
     }
-    for (int k = 0; k < s->nreturns && st == KV_OK; k++) {
-        const kv_arg *r = &s->returns[k];
-        int src = r->type.kind == KV_TYPE_TENSOR && !r->type.is_list ? aliased_arg(s, r) : -1;
-        if (src >= 0) st = kv_accel_unbox_alias(&b, k, src);
-        else if (r->type.kind == KV_TYPE_TENSOR && !r->type.is_list) st = kv_accel_unbox_tensor(&b, k);
-        else st = kv_accel_unbox_value(&b, k);
+    return kv_accel_box_end(&b, unbox_returns(&b, s, st));
+}
+
+kv_status kv_accel_box_dense(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_schema *s = kv_op_schema(op);
+    kv_accel_box b;
+    /* Batched arguments cannot get here: Batched sits above the backends. */
+    kv_accel_box_begin(&b, op, ks, stack, KV_ACCEL_TARGET_DEFAULT);
+    kv_status st = box_arguments(&b, s);
+    if (st == KV_OK) {
+        kv_accel_count(kv_op_builtin_id(op), KV_ACCEL_PATH_SLOW);
+        /* What is left of ks is backend keys: accel's becomes the target's. */
+        kv_keyset rest = (ks & KV_KEYSET_BACKENDS & ~kv_keyset_of(KV_KEY_ACCEL)) | kv_keyset_of(b.target);
+        st = kv_redispatch(op, rest, &b.stack);
+        if (st == KV_OK) b.ran = true;
+        else kv_accel_box_fail(&b, st);
     }
-    return kv_accel_box_end(&b, st);
+    return kv_accel_box_end(&b, unbox_returns(&b, s, st));
 }

@@ -142,6 +142,15 @@ kv_status kv_accel_box_end(kv_accel_box *b, kv_status st);
  * time): what the special paths fall back to when switched off. */
 kv_status kv_accel_box_generic(const kv_op *op, kv_keyset ks, kv_stack *stack);
 
+/* The kernel every boxed op also has at the ACCEL backend key. A call
+ * gets there when the accel tensors lack the AccelBoxing key (made by
+ * kv_tensor_empty on the accel device, which sets only the device's
+ * backend key) or after a layer ran on accel tensors (a batched call sent
+ * below the boxing layer): every layer above the backends has run, so the
+ * boxed call goes straight to the target's kernel. Counted slow: the
+ * whole stack ran, above the boxing layer instead of on the target. */
+kv_status kv_accel_box_dense(const kv_op *op, kv_keyset ks, kv_stack *stack);
+
 /* Re-tags an owned target tensor as accel: in place when the caller holds
  * the only reference, else as a new alias sharing the autograd record
  * (the old reference is dropped). NULL + error on failure. */

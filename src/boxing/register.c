@@ -9,5 +9,11 @@ kv_status kv_boxing_register(void) {
     if (st != KV_OK) return st;
     if ((st = kv_accel_register_generated()) != KV_OK) return st;
     if ((st = kv_accel_register_metadata_ops()) != KV_OK) return st;
-    return kv_accel_register_to_copy();
+    if ((st = kv_accel_register_to_copy()) != KV_OK) return st;
+    for (int i = 0; i < kv_op_count(); i++) {
+        const kv_op *op = kv_op_at(i);
+        if (kv_op_entry_kind(op, KV_KEY_ACCEL_BOXING) != KV_ENTRY_KERNEL) continue;
+        if ((st = kv_register_kernel(kv_op_name(op), KV_KEY_ACCEL, kv_accel_box_dense)) != KV_OK) return st;
+    }
+    return KV_OK;
 }

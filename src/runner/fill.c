@@ -54,6 +54,8 @@ static const fill_row fill_table[] = {
     /* Index-valued inputs: [0, size) of what they index. */
     { "index_select", "index", KV_DOMAIN_INDEX, "self", "dim", FILL_ACC_NONE, NULL },
     { "embedding", "indices", KV_DOMAIN_INDEX, "weight", NULL, FILL_ACC_NONE, NULL },
+    { "index_select_backward", "index", KV_DOMAIN_INDEX, "self_sizes", "dim", FILL_ACC_NONE, NULL },
+    { "embedding_dense_backward", "indices", KV_DOMAIN_INDEX, "num_weights", NULL, FILL_ACC_NONE, NULL },
     /* Accumulations: the exact fill shrinks its range with the length. */
     { "sum.dim_IntList", NULL, KV_DOMAIN_ALL, NULL, NULL, FILL_ACC_SUM, NULL },
     { "mean.dim", NULL, KV_DOMAIN_ALL, NULL, NULL, FILL_ACC_SUM, NULL },
@@ -102,6 +104,31 @@ static bool fill_int_arg(const kv_case *c, const kv_schema *s, const char *name,
     if (a < 0 || !s->args[a].has_default || s->args[a].default_value.tag != KV_IV_INT) return false;
     *out = s->args[a].default_value.v.i;
     return true;
+}
+
+/* Element `dim` (wrapped) of int-list argument `name` as the case writes
+ * it ("[4,5]" or a bare "4"); false when the case does not give it. */
+static bool fill_int_list_arg(const kv_case *c, const char *name, int64_t dim, int64_t *out) {
+    for (int i = 0; i < c->nargs; i++) {
+        if (strcmp(c->args[i].name, name) != 0) continue;
+        int64_t v[KV_MAX_DIMS];
+        int n = 0;
+        const char *p = c->args[i].value;
+        if (*p == '[') p++;
+        while (*p && *p != ']' && n < KV_MAX_DIMS) {
+            char *end = NULL;
+            v[n++] = strtoll(p, &end, 10);
+            if (end == p) return false;
+            p = end;
+            if (*p == ',') p++;
+        }
+        if (n == 0) return false;
+        if (dim < 0) dim += n;
+        if (dim < 0 || dim >= n) return false;
+        *out = v[dim];
+        return true;
+    }
+    return false;
 }
 
 /* Significand bits (with the implicit one) of the real type of dt: the
@@ -169,8 +196,15 @@ kv_status kv_fill_plan_for(const kv_case *c, const kv_schema *s, int input, kv_f
         if (r->domain == KV_DOMAIN_INDEX) {
             const int of = fill_input_of_arg(c, s, r->index_of);
             int64_t dim = 0;
-            bool ok = of >= 0 && (r->index_dim_arg == NULL || fill_int_arg(c, s, r->index_dim_arg, &dim));
-            if (ok) {
+            bool ok = r->index_dim_arg == NULL || fill_int_arg(c, s, r->index_dim_arg, &dim);
+            int64_t hi = 0;
+            if (ok && of < 0) {
+                /* Backward ops name the indexed extent by an argument instead
+                 * of a tensor: an int (num_weights) or an int list with a dim
+                 * (self_sizes[dim]). */
+                ok = r->index_dim_arg ? fill_int_list_arg(c, r->index_of, dim, &hi) : fill_int_arg(c, s, r->index_of, &hi);
+                out->index_hi = ok && hi > 0 ? hi : 0;
+            } else if (ok) {
                 const kv_shape *sh = &c->shapes[of];
                 /* PyTorch indexes a 0-dim tensor as if it had one dim of
                  * size 1 (dims 0 and -1). */

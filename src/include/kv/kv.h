@@ -4,6 +4,7 @@
 
 #include "kv/accel.h"
 #include "kv/autocast.h"
+#include "kv/autograd.h"
 #include "kv/device.h"
 #include "kv/dispatch.h"
 #include "kv/dtype.h"
