@@ -20,6 +20,8 @@
 #include "kv/accel.h"
 #include "kv/autograd.h"
 
+#include "boxing/boxing_internal.h" /* the boxing steps, for one direct test */
+
 static const kv_device kAccel = { KV_DEVICE_ACCEL, 0 };
 static const kv_device kCpu = { KV_DEVICE_CPU, 0 };
 #define KEYS_ACCEL (kv_keyset_of(KV_KEY_ACCEL) | kv_keyset_of(KV_KEY_ACCEL_BOXING))
@@ -637,6 +639,23 @@ static void test_requires_grad_is_slow(void **state) {
         assert_accel(grad);
         const double expect[6] = { 2, 4, 6, 8, 10, 12 };
         assert_values(grad, expect, 6);
+        /* A view of a tensor that requires grad is recorded: the slow
+         * path, not the manual one, and still an accel view of A. */
+        kv_tensor_clear_grad(A);
+        kv_tensor *v = check_t(kv_transpose(A, 0, 1));
+        assert_accel(v);
+        assert_ptr_equal(v->storage, A->storage);
+        assert_string_equal(kv_tensor_grad_fn_name(v), "TransposeBackward0");
+        assert_counts("transpose.int", 0, 1, 0);
+        kv_tensor *vs = check_t(kv_sum(v, NULL, false, NULL));
+        check_ok(kv_backward(vs, NULL));
+        grad = kv_tensor_grad(A);
+        assert_non_null(grad);
+        assert_accel(grad);
+        const double ones[6] = { 1, 1, 1, 1, 1, 1 };
+        assert_values(grad, ones, 6);
+        kv_tensor_release(vs);
+        kv_tensor_release(v);
         kv_tensor_release(s);
         kv_tensor_release(r);
         kv_tensor_release(r2);
@@ -667,6 +686,40 @@ static void test_inplace_takes_history(void **state) {
     const double ones[6] = { 1, 1, 1, 1, 1, 1 };
     assert_values(grad, ones, 6);
     kv_tensor *all[] = { s, A, B, a, b };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) kv_tensor_release(all[i]);
+}
+
+static void test_view_inplace_history(void **state) {
+    (void)state;
+    /* In-place on an accel view rebases the base (CopySlices); a view of a
+     * base written in place regenerates its node. Both backward to an
+     * accel .grad with PyTorch's values. */
+    kv_tensor *a = cpu_f32(kA, k23, 2);
+    kv_tensor *X = to_accel(a);
+    check_ok(kv_tensor_set_requires_grad(X, true));
+    float two = 2.0f, three = 3.0f;
+    kv_tensor *s2 = kv_tensor_from_data(&two, NULL, 0, KV_F32), *s3 = kv_tensor_from_data(&three, NULL, 0, KV_F32);
+    kv_tensor *y = check_t(kv_mul(X, s2));
+    kv_tensor *v = check_t(kv_select(y, 0, 0));
+    check_ok(kv_mul_(v, s3));
+    assert_string_equal(kv_tensor_grad_fn_name(y), "CopySlices");
+    kv_tensor *s = check_t(kv_sum(y, NULL, false, NULL));
+    check_ok(kv_backward(s, NULL));
+    const double g1[6] = { 6, 6, 6, 2, 2, 2 };
+    assert_accel(kv_tensor_grad(X));
+    assert_values(kv_tensor_grad(X), g1, 6);
+
+    kv_tensor_clear_grad(X);
+    kv_tensor *y2 = check_t(kv_mul(X, s2));
+    kv_tensor *v2 = check_t(kv_select(y2, 0, 1));
+    check_ok(kv_mul_(y2, s3));
+    kv_tensor *s4 = check_t(kv_sum(v2, NULL, false, NULL));
+    check_ok(kv_backward(s4, NULL));
+    assert_string_equal(kv_tensor_grad_fn_name(v2), "AsStridedBackward0");
+    const double g2[6] = { 0, 0, 0, 6, 6, 6 };
+    assert_accel(kv_tensor_grad(X));
+    assert_values(kv_tensor_grad(X), g2, 6);
+    kv_tensor *all[] = { s4, v2, y2, s, v, y, s2, s3, X, a };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) kv_tensor_release(all[i]);
 }
 
@@ -921,6 +974,29 @@ static void test_target(void **state) {
     kv_tensor_release(a);
 }
 
+static void test_conf_target_across_memory(void **state) {
+    (void)state;
+    /* An accel.conf line may name another target, but not one in another
+     * memory space than the runtime target's. */
+    kv_tensor *a = cpu_f32(kA, k23, 2);
+    kv_tensor *A = to_accel(a);
+    const kv_op *neg = kv_op_find("neg");
+    assert_non_null(neg);
+    kv_ivalue slots[2];
+    kv_stack st = kv_stack_on(slots, 2);
+    check_ok(kv_push_tensor(&st, A));
+    kv_accel_box b;
+    assert_true(kv_accel_box_begin(&b, neg, KEYS_ACCEL, &st, KV_KEY_CUDA));
+    assert_int_equal(b.st, KV_ERR_DEVICE);
+    assert_non_null(strstr(kv_last_error_message(), "accel.conf boxes it to CUDA"));
+    assert_int_equal(kv_accel_box_tensor(&b, 0), KV_ERR_DEVICE);
+    assert_int_equal(kv_accel_box_end(&b, KV_OK), KV_ERR_DEVICE);
+    assert_int_equal(st.size, 1); /* the caller's arguments are still there */
+    assert_ptr_equal(st.slots[0].v.tensor, A);
+    kv_tensor_release(A);
+    kv_tensor_release(a);
+}
+
 static void test_converters_and_allocator(void **state) {
     (void)state;
     kv_tensor *a = cpu_f32(kA, k23, 2);
@@ -985,6 +1061,7 @@ int main(void) {
         cmocka_unit_test_setup(test_trace_is_slow, setup),
         cmocka_unit_test_setup(test_requires_grad_is_slow, setup),
         cmocka_unit_test_setup(test_inplace_takes_history, setup),
+        cmocka_unit_test_setup(test_view_inplace_history, setup),
         cmocka_unit_test_setup(test_autocast_gates_differ, setup),
         cmocka_unit_test_setup(test_functionalize_is_slow, setup),
         cmocka_unit_test_setup(test_vmap_goes_below, setup),
@@ -993,6 +1070,7 @@ int main(void) {
         cmocka_unit_test_setup(test_kill_switch_values, setup),
         cmocka_unit_test_setup(test_environment, setup),
         cmocka_unit_test_setup(test_target, setup),
+        cmocka_unit_test_setup(test_conf_target_across_memory, setup),
         cmocka_unit_test_setup(test_converters_and_allocator, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,8 +44,14 @@ kv_status kv_accel_parse_target(const char *text, kv_key *out) {
 }
 
 static void install(kv_key target) {
-    if (target == KV_KEY_NONE) kv_allocator_install(KV_DEVICE_ACCEL, NULL, NULL);
-    else kv_allocator_install(KV_DEVICE_ACCEL, &g_accel_iface, kv_allocator_for((kv_device_type)target));
+    if (target == KV_KEY_NONE) {
+        kv_allocator_install(KV_DEVICE_ACCEL, NULL, NULL);
+        return;
+    }
+    kv_allocator_install(KV_DEVICE_ACCEL, &g_accel_iface, kv_allocator_for((kv_device_type)target));
+    /* Accel memory is the target's: the host may touch it iff it may
+     * touch the target's. */
+    kv_device_set_host_addressable(KV_DEVICE_ACCEL, kv_device_host_addressable((kv_device_type)target));
 }
 
 kv_status kv_accel_set_requested_target(kv_key requested) {

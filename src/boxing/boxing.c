@@ -152,7 +152,6 @@ bool kv_accel_box_begin(kv_accel_box *b, const kv_op *op, kv_keyset ks, kv_stack
                          s->full_name, kv_key_name(t), kv_key_name(runtime));
     }
     b->target = t;
-    b->target_device = (kv_device){ (kv_device_type)t, 0 };
     return true;
 }
 

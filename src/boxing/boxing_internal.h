@@ -50,7 +50,6 @@ typedef struct kv_accel_box {
     kv_stack *caller;      /* arguments (borrowed), later the returns */
     kv_status st;          /* first failure of the sequence */
     kv_key target;         /* backend key the op is boxed to */
-    kv_device target_device;
     kv_ivalue slots[KV_STACK_MAX];
     kv_stack stack;        /* the boxed arguments, then the target's returns */
     bool ran;              /* the boxed stack now holds returns */

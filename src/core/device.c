@@ -175,3 +175,22 @@ kv_allocator_stats kv_allocator_stats_of(kv_device_type t) {
     out.total_allocs = atomic_load(&kv_stats[t].total_allocs);
     return out;
 }
+
+/* ---- host addressability ----
+ * Relaxed atomics: flags change at start-up (backend loading) and are read
+ * on every kv_tensor_data call. */
+static atomic_bool kv_host_flags[KV_DEVICE_TYPE_COUNT] = {
+    [KV_DEVICE_CPU] = true,      [KV_DEVICE_CUDA] = false,    [KV_DEVICE_SIM] = true,
+    [KV_DEVICE_ACCEL] = true,    [KV_DEVICE_PLUGIN0] = true,  [KV_DEVICE_PLUGIN1] = true,
+    [KV_DEVICE_PLUGIN2] = true,  [KV_DEVICE_PLUGIN3] = true,
+};
+
+bool kv_device_host_addressable(kv_device_type t) {
+    if (!kv_device_type_valid(t)) return false;
+    return atomic_load_explicit(&kv_host_flags[t], memory_order_relaxed);
+}
+
+void kv_device_set_host_addressable(kv_device_type t, bool yes) {
+    if (!kv_device_type_valid(t) || t == KV_DEVICE_CPU) return;
+    atomic_store_explicit(&kv_host_flags[t], yes, memory_order_relaxed);
+}

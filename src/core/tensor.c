@@ -219,11 +219,11 @@ void kv_tensor_release(kv_tensor *t) {
 
 /* ---- data ---- */
 
-/* CUDA memory is the one kind the host certainly cannot dereference; the
- * storage's device counts too, since an accel tensor may live in CUDA
- * memory. */
+/* Per device type (kv_device_host_addressable: CUDA never, SIM not once
+ * its plugin loads). The storage's device counts too, since an accel
+ * tensor may live in its target's memory. */
 static bool kv_host_addressable(const kv_tensor *t) {
-    return t->device.type != KV_DEVICE_CUDA && t->storage->device.type != KV_DEVICE_CUDA;
+    return kv_device_host_addressable(t->device.type) && kv_device_host_addressable(t->storage->device.type);
 }
 
 void *kv_tensor_data(const kv_tensor *t) {

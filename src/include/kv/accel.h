@@ -139,7 +139,11 @@ typedef struct kv_accel_counters {
 } kv_accel_counters;
 
 /* Calls of `full_name` at the boxing layer by path since the last reset
- * (all threads); zeros for an unknown op. */
+ * (all threads); zeros for an unknown op. Also counted slow: a call with a
+ * batched (vmap) argument, which goes below the boxing layer to Batched,
+ * and a call that reaches the ACCEL backend key after the layers above ran
+ * on accel tensors (a tensor made by kv_tensor_empty on the accel device
+ * has only the ACCEL key), which goes straight to the target's kernel. */
 kv_accel_counters kv_accel_counters_of(const char *full_name);
 /* The sum over every op. */
 kv_accel_counters kv_accel_counters_total(void);

@@ -6,6 +6,7 @@
 #ifndef KV_DEVICE_H
 #define KV_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,5 +70,14 @@ const kv_allocator_iface *kv_allocator_cpu_iface(void);
 void *kv_allocator_alloc(kv_allocator *a, size_t nbytes);
 void kv_allocator_free(kv_allocator *a, void *ptr, size_t nbytes);
 kv_allocator_stats kv_allocator_stats_of(kv_device_type t);
+
+/* Whether the host may dereference memory of this device type; when not,
+ * kv_tensor_data() returns NULL for tensors on it (or over its storage)
+ * and only a backend's copies move data (kv/backend.h). Default: every
+ * type but CUDA. The backend loader sets it from each plugin's descriptor
+ * (SIM says no on purpose, so code that touches device memory directly
+ * is caught) and for ACCEL from its target. CPU always is. */
+bool kv_device_host_addressable(kv_device_type t);
+void kv_device_set_host_addressable(kv_device_type t, bool yes);
 
 #endif

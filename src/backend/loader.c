@@ -1,0 +1,277 @@
+/* The plugin loader: dlopen, the entry point, the ABI check, the device
+ * slot, the allocator, the kernels; and the record of every attempt.
+ *
+ * A plugin that fails any step is skipped whole: what it had installed is
+ * taken back (kernels unregistered, allocator removed, host-addressable
+ * flag restored) and its library closed, so a half-loaded backend can
+ * never serve a case. Loading is start-up work; the lock only keeps two
+ * concurrent loads from interleaving their bookkeeping. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend_internal.h"
+#include "kv/accel.h"
+
+typedef struct kv_loaded {
+    bool used;
+    kv_backend_desc desc;
+    void *handle;
+} kv_loaded;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static kv_loaded g_loaded[KV_DEVICE_TYPE_COUNT];
+static kv_backend_info *g_records;
+static int g_nrecords, g_caprecords;
+
+const kv_backend_desc *kv_backend_desc_of(kv_device_type t) {
+    if ((int)t < 0 || t >= KV_DEVICE_TYPE_COUNT || !g_loaded[t].used) return NULL;
+    return &g_loaded[t].desc;
+}
+
+int kv_backend_count(void) { return g_nrecords; }
+
+const kv_backend_info *kv_backend_at(int i) { return i >= 0 && i < g_nrecords ? &g_records[i] : NULL; }
+
+const kv_backend_info *kv_backend_find(kv_device_type t) {
+    const kv_backend_info *found = NULL;
+    for (int i = 0; i < g_nrecords; i++) {
+        const kv_backend_info *r = &g_records[i];
+        if (r->device_type != t || r->state == KV_BACKEND_FAILED) continue;
+        if (found == NULL || r->state == KV_BACKEND_LOADED) found = r;
+    }
+    return found;
+}
+
+bool kv_backend_available(kv_device_type t) {
+    if (t == KV_DEVICE_CPU) return true;
+    return kv_backend_desc_of(t) != NULL;
+}
+
+/* ---- bookkeeping ---- */
+
+static kv_backend_info *record_new(const char *path) {
+    if (g_nrecords == g_caprecords) {
+        const int cap = g_caprecords ? 2 * g_caprecords : 8;
+        kv_backend_info *n = realloc(g_records, (size_t)cap * sizeof *n);
+        if (n == NULL) return NULL;
+        g_records = n;
+        g_caprecords = cap;
+    }
+    kv_backend_info *r = &g_records[g_nrecords++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->path, sizeof r->path, "%s", path ? path : "(null)");
+    r->device_type = KV_DEVICE_TYPE_COUNT;
+    r->state = KV_BACKEND_FAILED;
+    return r;
+}
+
+/* Records the failure, sets the thread's error to the same line. */
+static kv_status record_fail(kv_backend_info *r, kv_backend_state state, kv_status code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static kv_status record_fail(kv_backend_info *r, kv_backend_state state, kv_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+    r->state = state;
+    r->status = code;
+    return kv_error(code, "%s", r->message);
+}
+
+/* The device type names plugins may claim, for messages. */
+static const char *slot_name(kv_device_type t) {
+    return (int)t >= 0 && t < KV_DEVICE_TYPE_COUNT ? kv_device_type_name(t) : "any plugin slot";
+}
+
+static bool is_plugin_slot(kv_device_type t) {
+    switch (t) {
+    case KV_DEVICE_SIM:
+    case KV_DEVICE_CUDA:
+    case KV_DEVICE_PLUGIN0:
+    case KV_DEVICE_PLUGIN1:
+    case KV_DEVICE_PLUGIN2:
+    case KV_DEVICE_PLUGIN3:
+        return true;
+    case KV_DEVICE_CPU:
+    case KV_DEVICE_ACCEL:
+    case KV_DEVICE_TYPE_COUNT:
+        return false;
+    }
+    return false;
+}
+
+static kv_device_type free_plugin_slot(void) {
+    static const kv_device_type slots[] = { KV_DEVICE_PLUGIN0, KV_DEVICE_PLUGIN1, KV_DEVICE_PLUGIN2,
+                                            KV_DEVICE_PLUGIN3 };
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
+        if (!g_loaded[slots[i]].used) return slots[i];
+    return KV_DEVICE_TYPE_COUNT;
+}
+
+/* Removes every kernel registered at `key` (a failed plugin's). */
+static void unregister_key(kv_key key) {
+    for (int i = 0; i < kv_op_count(); i++) {
+        const kv_op *op = kv_op_at(i);
+        if (op && kv_op_entry_kind(op, key) == KV_ENTRY_KERNEL && kv_op_entry_fn(op, key) != NULL)
+            kv_register_kernel(kv_op_name(op), key, NULL);
+    }
+}
+
+void kv_backend_reselect_accel(void) {
+    const char *want = getenv("KV_ACCEL_TARGET");
+    if (want != NULL && want[0] == '\0') want = NULL;
+    /* A requested target that is not loaded (KV_ACCEL_TARGET=cuda without
+     * a GPU) is no loader error: accel ops then fail saying why. */
+    if (kv_accel_select_target(want) != KV_OK) kv_error_clear();
+    const kv_key t = kv_accel_target();
+    kv_device_set_host_addressable(KV_DEVICE_ACCEL,
+                                   t == KV_KEY_NONE || kv_device_host_addressable((kv_device_type)t));
+}
+
+/* ---- loading ---- */
+
+static kv_status load_locked(kv_backend_info *r, const char *path) {
+    if (path == NULL || path[0] == '\0')
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG, "backend '': no path given; skipped");
+    dlerror();
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL) {
+        const char *why = dlerror();
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG, "backend '%s': cannot load it: %s; skipped", path,
+                           why ? why : "dlopen failed");
+    }
+    dlerror();
+    void *sym = dlsym(handle, KV_BACKEND_ENTRY_NAME);
+    if (sym == NULL) {
+        const char *why = dlerror();
+        (void)why;
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
+                           "backend '%s': not a kvsuite backend: it exports no '%s' function; skipped", path,
+                           KV_BACKEND_ENTRY_NAME);
+    }
+    kv_backend_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry); /* POSIX: a function address travels as void * */
+
+    kv_backend_desc d;
+    memset(&d, 0, sizeof d);
+    d.host = kv_backend_host_api();
+    const int rc = entry(&d, KV_BACKEND_ABI_VERSION);
+    if (d.abi_version != KV_BACKEND_ABI_VERSION) {
+        dlclose(handle);
+        if (d.abi_version == 0)
+            return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
+                               "backend '%s': ABI version mismatch: the plugin did not state its ABI version, this "
+                               "kvsuite speaks ABI %d; skipped",
+                               path, KV_BACKEND_ABI_VERSION);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
+                           "backend '%s': ABI version mismatch: built for ABI %d, this kvsuite speaks ABI %d; "
+                           "skipped (rebuild it against this kv/backend.h)",
+                           path, d.abi_version, KV_BACKEND_ABI_VERSION);
+    }
+    d.name[sizeof d.name - 1] = '\0';
+    d.reason[sizeof d.reason - 1] = '\0';
+    snprintf(r->name, sizeof r->name, "%s", d.name);
+    if (rc != 0) {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
+                           "backend '%s': its entry point failed (returned %d)%s%s; skipped", path, rc,
+                           d.reason[0] ? ": " : "", d.reason);
+    }
+    if (d.name[0] == '\0') {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG, "backend '%s': its descriptor has no name; skipped",
+                           path);
+    }
+    kv_device_type type = d.device_type;
+    if (type == KV_BACKEND_SLOT_ANY) {
+        type = free_plugin_slot();
+        if (type == KV_DEVICE_TYPE_COUNT) {
+            dlclose(handle);
+            return record_fail(r, KV_BACKEND_FAILED, KV_ERR_DEVICE,
+                               "backend '%s' (%s): every plugin slot (plugin0..plugin3) is taken; skipped", path,
+                               d.name);
+        }
+    } else if (!is_plugin_slot(type)) {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_DEVICE,
+                           "backend '%s' (%s): device type %d (%s) is not a backend slot (sim, cuda, plugin0..3 or "
+                           "KV_BACKEND_SLOT_ANY); skipped",
+                           path, d.name, (int)d.device_type, (int)type >= 0 && type < KV_DEVICE_TYPE_COUNT ?
+                                                                   kv_device_type_name(type) : "unknown");
+    }
+    r->device_type = type;
+    if (g_loaded[type].used) {
+        dlclose(handle);
+        r->device_type = KV_DEVICE_TYPE_COUNT; /* it never owned the slot */
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_DEVICE,
+                           "backend '%s' (%s): device slot %s is taken by backend '%s'; skipped", path, d.name,
+                           slot_name(type), g_loaded[type].desc.name);
+    }
+    if (!d.available) {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_UNAVAILABLE, KV_ERR_DEVICE,
+                           "backend '%s' (%s): unavailable: %s; skipped, its cases are UNSUPPORTED", path, d.name,
+                           d.reason[0] ? d.reason : "the plugin gave no reason");
+    }
+    const char *missing = d.mem.alloc == NULL            ? "mem.alloc"
+                          : d.mem.free == NULL           ? "mem.free"
+                          : d.mem.copy_to_device == NULL ? "mem.copy_to_device"
+                          : d.mem.copy_to_host == NULL   ? "mem.copy_to_host"
+                          : d.register_kernels == NULL   ? "register_kernels"
+                                                         : NULL;
+    if (missing != NULL) {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
+                           "backend '%s' (%s): its descriptor has no %s; skipped", path, d.name, missing);
+    }
+
+    const bool old_flag = kv_device_host_addressable(type);
+    const kv_allocator_iface iface = { d.mem.alloc, d.mem.free };
+    kv_device_set_host_addressable(type, d.host_addressable != 0);
+    kv_allocator_install(type, &iface, d.context);
+    g_loaded[type] = (kv_loaded){ true, d, handle };
+    g_loaded[type].desc.device_type = type;
+    const kv_status st = d.register_kernels(d.context, type);
+    if (st != KV_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", kv_last_error_message());
+        unregister_key((kv_key)type);
+        kv_allocator_install(type, NULL, NULL);
+        kv_device_set_host_addressable(type, old_flag);
+        memset(&g_loaded[type], 0, sizeof g_loaded[type]);
+        dlclose(handle);
+        r->device_type = KV_DEVICE_TYPE_COUNT;
+        return record_fail(r, KV_BACKEND_FAILED, st, "backend '%s' (%s): registering its kernels failed: %s; skipped",
+                           path, d.name, why[0] ? why : kv_status_name(st));
+    }
+    r->state = KV_BACKEND_LOADED;
+    r->status = KV_OK;
+    r->message[0] = '\0';
+    return KV_OK;
+}
+
+kv_status kv_backend_load(const char *path) {
+    kv_status st = kv_init();
+    if (st != KV_OK) return st;
+    pthread_mutex_lock(&g_lock);
+    kv_backend_info *r = record_new(path);
+    if (r == NULL) {
+        pthread_mutex_unlock(&g_lock);
+        return kv_error(KV_ERR_OOM, "backend '%s': out of memory for its record; skipped", path ? path : "(null)");
+    }
+    st = load_locked(r, path);
+    char message[sizeof r->message];
+    snprintf(message, sizeof message, "%s", r->message);
+    pthread_mutex_unlock(&g_lock);
+    if (st == KV_OK) {
+        kv_backend_reselect_accel();
+        kv_error_clear();
+    } else {
+        kv_error(st, "%s", message); /* the record's line, whatever ran after it */
+    }
+    return st;
+}

@@ -1,0 +1,196 @@
+/* perf_dispatch: several named kernel variants per (op, backend)
+ * (DESIGN.md section 7).
+ *
+ * A backend key's kernel for an op may be a set of VARIANTS, each a boxed
+ * kernel with a name and an optional compatibility predicate ("needs
+ * contiguous f32", "needs AVX2"). Registering the first variant of an
+ * (op, backend) installs one dispatching kernel at that key; on every call
+ * it picks a variant for the call's GEOMETRY:
+ *   - the forced variant, when KV_PERFDISPATCH_FORCE names the op (an
+ *     incompatible forced variant is an error for that call);
+ *   - else the only compatible variant, used at once;
+ *   - else the tuner's choice: each compatible variant runs `warmup`
+ *     untimed times and `reps` timed times (a device sync before and after
+ *     each timed run), the lowest median wins (ties: the earlier
+ *     registered). The choice is cached per geometry; with `retune_after`
+ *     N > 0 the (N+1)-th call of a geometry since it was last tuned (the
+ *     tuning call counts as the first) tunes it again (0 = never).
+ * The geometry of a call is the dtype, sizes, strides and lazy bits of
+ * every tensor argument (lists included), plus the values of the
+ * non-tensor arguments, since predicates may read them (a softmax dim, an
+ * alpha). A cached choice is used only while its predicate still accepts
+ * the call (aliasing between arguments is not part of the geometry).
+ *
+ * While a variant runs for timing, mutable (a!) arguments are replaced by
+ * copies with the same geometry, so tuning never changes a caller's data,
+ * and ops called from inside a variant are not tuned (they use the cached
+ * choice, or the last-registered compatible variant).
+ *
+ * Environment, read once (the first dispatch through a variant set, or
+ * kv_tune_env_load):
+ *   KV_PERFDISPATCH_FORCE=op:variant[,op:variant...]  pins choices;
+ *       whitespace around names is ignored, empty entries are skipped; an
+ *       entry without exactly one ':', an unknown op or an unknown variant
+ *       is an error naming the entry and listing what exists (every
+ *       dispatch through a variant set then fails with it, never a silent
+ *       fallback to tuning). "?" means: list every op and its variants.
+ *   KV_PERFDISPATCH_LOG=1      logs each choice (stderr by default);
+ *   KV_PERFDISPATCH_RETUNE=N   re-tune after N calls of a geometry;
+ *   KV_PERFDISPATCH_WARMUP=N, KV_PERFDISPATCH_REPS=N   the tuner's runs;
+ *   KV_PERFDISPATCH_TUNE=0     no timing: the last-registered compatible
+ *                              variant wins.
+ * Registration is for start-up (and single-threaded tests); dispatch,
+ * tuning and the queries below are thread-safe. */
+#ifndef KV_TUNE_H
+#define KV_TUNE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kv/dispatch.h"
+#include "kv/keys.h"
+#include "kv/stack.h"
+#include "kv/status.h"
+
+#define KV_TUNE_MAX_VARIANTS 16
+#define KV_TUNE_NAME_MAX 32
+
+/* Whether a variant can compute this call (argument values are those of
+ * the boxed stack, borrowed). NULL means "always". Must not fail, allocate
+ * or set the thread's error. */
+typedef bool (*kv_tune_pred_fn)(const kv_op *op, const kv_stack *stack);
+
+/* ---- registration ---- */
+/* Adds variant `name` of (op_name, backend). The first variant of a pair
+ * installs the dispatching kernel at `backend` (whatever kernel was there
+ * before is NOT kept: register it as a variant, e.g. "ref", if it should
+ * stay selectable). Names are [A-Za-z0-9_]+ of at most KV_TUNE_NAME_MAX-1
+ * characters, unique per pair. Errors: unknown op (KV_ERR_UNKNOWN_OP), a
+ * non-backend key, fn NULL, a bad or duplicate name, more than
+ * KV_TUNE_MAX_VARIANTS (KV_ERR_INVALID_ARG). */
+kv_status kv_tune_register_variant(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
+                                   kv_tune_pred_fn pred);
+/* Removes every variant of (op_name, backend) and its dispatching kernel
+ * (the key's entry becomes missing). For tests. */
+kv_status kv_tune_unregister_all(const char *op_name, kv_key backend);
+
+/* The device synchronization the tuner calls around each timed run of a
+ * backend's variants (none for the CPU). fn NULL removes it. */
+void kv_tune_set_sync(kv_key backend, void (*fn)(void));
+
+/* Registers the CPU variants of kernels/cpu ("ref" = the golden reference
+ * kernel of kernels/ref, plus the optimized ones). kv_init calls it. */
+kv_status kv_tune_register(void);
+
+/* ---- discovery ---- */
+/* Variants of (op, backend) in registration order; 0 when the pair has no
+ * variant set. */
+int kv_tune_variant_count(const kv_op *op, kv_key backend);
+/* Name of variant i, NULL when out of range. */
+const char *kv_tune_variant_name(const kv_op *op, kv_key backend, int i);
+/* Index of the variant named `name`, -1 when there is none. */
+int kv_tune_variant_find(const kv_op *op, kv_key backend, const char *name);
+/* Whether variant i accepts this call (false when out of range). */
+bool kv_tune_variant_compatible(const kv_op *op, kv_key backend, int i, const kv_stack *stack);
+/* Writes one line per op with variants on any backend, sorted by op name:
+ * "mm: CPU[ref, blocked, avx2]" (what KV_PERFDISPATCH_FORCE=? prints). */
+void kv_tune_list(FILE *out);
+
+/* ---- calling ---- */
+/* Calls variant `name` of (op, backend) directly on the stack (the stack
+ * protocol of any kernel: args borrowed, replaced by owned returns). An
+ * unknown name, or a variant whose predicate refuses the call, is
+ * KV_ERR_INVALID_ARG naming op, backend and variant; nothing is called. */
+kv_status kv_tune_call_variant(const kv_op *op, kv_key backend, const char *name, kv_stack *stack);
+/* The variant the dispatcher would run for this call on `backend` (the
+ * forced one, the only compatible one, or the tuner's choice, tuning now
+ * when the geometry has no cached choice); *index may be NULL. Leaves the
+ * stack as it was. Errors: no variant set, an error of the force map, a
+ * forced variant that is incompatible, no compatible variant. */
+kv_status kv_tune_choice(const kv_op *op, kv_key backend, const kv_stack *stack, const char **name, int *index);
+
+/* Pins (op, backend) to variant `name` on this thread (one pin per
+ * thread; NULL name removes it): the dispatcher then runs exactly that
+ * variant for this thread's calls, an incompatible call being an error as
+ * for a forced one. The runner's variants check calls each variant through
+ * the dispatcher this way. Errors: no such variant (KV_ERR_INVALID_ARG). */
+kv_status kv_tune_pin(const kv_op *op, kv_key backend, const char *name);
+/* Whether the kernel at `backend` for op is the dispatcher (false when a
+ * test or plugin registered another kernel over it since). */
+bool kv_tune_is_dispatching(const kv_op *op, kv_key backend);
+
+/* Reference mode (per thread): every variant set runs its "ref" variant
+ * (its first variant when it has none), without tuning or forcing. The
+ * runner computes golden outputs in it. Returns the previous setting. */
+bool kv_tune_reference_mode_set(bool on);
+bool kv_tune_reference_mode(void);
+
+/* ---- forcing ---- */
+/* Replaces the force map with `spec` (the KV_PERFDISPATCH_FORCE grammar;
+ * NULL or "" clears it). On an error nothing changes; the message names
+ * the entry and lists what exists. "?" is not accepted here. Clears every
+ * cached choice. */
+kv_status kv_tune_force_set(const char *spec);
+/* The forced variant of an op, NULL when it is not forced. */
+const char *kv_tune_forced(const kv_op *op);
+
+typedef enum kv_tune_env_result {
+    KV_TUNE_ENV_OK,     /* loaded (or nothing to load) */
+    KV_TUNE_ENV_LIST,   /* KV_PERFDISPATCH_FORCE=?: the caller should list and exit 0 */
+    KV_TUNE_ENV_ERROR   /* malformed: kv_last_error_message() says why */
+} kv_tune_env_result;
+/* Reads the environment variables above now (they are otherwise read at
+ * the first dispatch through a variant set). kvrun calls it after kv_init
+ * and exits 2 on an error. Later calls return the first call's result. */
+kv_tune_env_result kv_tune_env_load(void);
+
+/* ---- the tuner ---- */
+typedef struct kv_tune_config {
+    int warmup;              /* untimed runs per variant (default 1) */
+    int reps;                /* timed runs per variant, >= 1 (default 5) */
+    int64_t retune_after;    /* calls of one geometry before re-tuning; 0 = never (default) */
+    bool tuning;             /* false: no timing, the last-registered compatible variant wins */
+} kv_tune_config;
+
+kv_tune_config kv_tune_config_get(void);
+/* KV_ERR_INVALID_ARG for warmup < 0, reps < 1 or retune_after < 0. Clears
+ * every cached choice. */
+kv_status kv_tune_config_set(const kv_tune_config *config);
+
+/* The tuner's clock, in nanoseconds (monotonic by default). Tests inject
+ * a fake one: fn NULL restores the monotonic clock. */
+typedef uint64_t (*kv_tune_clock_fn)(void *ctx);
+void kv_tune_set_clock(kv_tune_clock_fn fn, void *ctx);
+
+/* Forgets every cached choice (all ops, all backends). */
+void kv_tune_cache_clear(void);
+
+/* Statistics of one (op, backend) since the last clear: dispatched calls,
+ * tunings run, cache hits. */
+typedef struct kv_tune_stats {
+    uint64_t calls;
+    uint64_t tunings;
+    uint64_t cache_hits;
+} kv_tune_stats;
+kv_tune_stats kv_tune_stats_of(const kv_op *op, kv_key backend);
+
+/* ---- the log ----
+ * One line per choice (a geometry seen for the first time, or re-tuned):
+ *   perf_dispatch: mm CPU (f32[64,32]:[32,1], f32[32,16]:[16,1]) -> avx2
+ *       [tuned, 3 of 4 compatible: ref=120400ns blocked=20300ns avx2=8100ns]
+ * (on one line), "[forced, 3 of 4 compatible]" or "[only, 1 of 4
+ * compatible]". Tensors print as dtype[sizes]:[strides], with "+conj",
+ * "+neg", "+zero" for lazy bits, lists in brackets, absent ones as None. */
+bool kv_tune_log_enabled(void);
+void kv_tune_log_set_enabled(bool on);
+/* Where lines go (without their newline); NULL restores stderr. */
+typedef void (*kv_tune_log_fn)(void *ctx, const char *line);
+void kv_tune_set_log_sink(kv_tune_log_fn fn, void *ctx);
+/* Writes the geometry text of a call ("(f32[2,3]:[3,1], None)"), snprintf
+ * style. */
+int kv_tune_geometry_format(const kv_op *op, const kv_stack *stack, char *buf, int cap);
+/* The 64-bit geometry hash the cache is keyed by. */
+uint64_t kv_tune_geometry_hash(const kv_op *op, const kv_stack *stack);
+
+#endif

@@ -1,0 +1,99 @@
+/* The dispatching kernel every variant set installs, the thread's pin and
+ * reference mode, and the choice query (kv/tune.h). */
+#include "tune/tune_internal.h"
+
+#include <string.h>
+
+static _Thread_local bool t_reference;
+static _Thread_local const kv_op *t_pin_op;
+static _Thread_local kv_key t_pin_key;
+static _Thread_local int t_pin_idx = -1;
+
+bool kv_tune_reference_mode_set(bool on) {
+    const bool prev = t_reference;
+    t_reference = on;
+    return prev;
+}
+
+bool kv_tune_reference_mode(void) { return t_reference; }
+
+kv_status kv_tune_pin(const kv_op *op, kv_key backend, const char *name) {
+    if (name == NULL) {
+        t_pin_op = NULL;
+        t_pin_idx = -1;
+        return KV_OK;
+    }
+    const int i = kv_tune_variant_find(op, backend, name);
+    if (i < 0)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: kv_tune_pin: %s has no variant '%s'", kv_op_name(op),
+                        kv_key_is_backend(backend) ? kv_key_name(backend) : "(not a backend)", name);
+    t_pin_op = op;
+    t_pin_key = backend;
+    t_pin_idx = i;
+    return KV_OK;
+}
+
+int kv_tune_pinned(const kv_op *op, kv_key key) {
+    return (t_pin_op == op && t_pin_key == key) ? t_pin_idx : -1;
+}
+
+static int reference_index(const tune_slot *s, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(s->v[i].name, "ref") == 0) return i;
+    return 0;
+}
+
+/* The pinned or reference variant, checked like a forced one. */
+static int fixed_choice(tune_slot *s, const kv_stack *stack, int idx, const char *why) {
+    const tune_variant *v = &s->v[idx];
+    if (v->pred && !v->pred(s->op, stack)) {
+        char geo[256];
+        kv_tune_geometry_format(s->op, stack, geo, sizeof geo);
+        kv_error(KV_ERR_INVALID_ARG, "%s: variant '%s' of %s (%s) is not compatible with this call %s",
+                 kv_op_name(s->op), v->name, kv_key_name(s->key), why, geo);
+        return -1;
+    }
+    return idx;
+}
+
+static int choose(tune_slot *s, const kv_stack *stack, kv_status *st) {
+    *st = kv_tune_env_ready();
+    if (*st != KV_OK) return -1;
+    const int n = atomic_load_explicit(&s->n, memory_order_acquire);
+    int idx;
+    if (n > 0 && t_pin_op == s->op && t_pin_key == s->key && t_pin_idx < n) {
+        idx = fixed_choice(s, stack, t_pin_idx, "pinned on this thread");
+    } else if (n > 0 && t_reference) {
+        idx = fixed_choice(s, stack, reference_index(s, n), "reference mode");
+    } else {
+        idx = kv_tune_select(s, stack, !kv_tune_in_measure());
+    }
+    if (idx < 0) *st = kv_last_error() != KV_OK ? kv_last_error() : KV_ERR_INTERNAL;
+    return idx;
+}
+
+kv_status kv_tune_dispatch_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_key key = kv_keyset_highest(ks);
+    tune_slot *s = kv_tune_slot_find(op, key);
+    if (s == NULL)
+        return kv_error(KV_ERR_INTERNAL, "%s: the perf_dispatch kernel at %s has no variant set", kv_op_name(op),
+                        kv_key_is_backend(key) ? kv_key_name(key) : "(not a backend)");
+    kv_status st;
+    const int idx = choose(s, stack, &st);
+    if (idx < 0) return st;
+    return s->v[idx].fn(op, ks, stack);
+}
+
+kv_status kv_tune_choice(const kv_op *op, kv_key backend, const kv_stack *stack, const char **name, int *index) {
+    if (op == NULL || stack == NULL) return kv_error(KV_ERR_INVALID_ARG, "kv_tune_choice: NULL op or stack");
+    tune_slot *s = kv_tune_slot_find(op, backend);
+    if (s == NULL || atomic_load(&s->n) == 0)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: kv_tune_choice: %s has no variants", kv_op_name(op),
+                        kv_key_is_backend(backend) ? kv_key_name(backend) : "(not a backend)");
+    kv_status st;
+    const int idx = choose(s, stack, &st);
+    if (idx < 0) return st;
+    if (name) *name = s->v[idx].name;
+    if (index) *index = idx;
+    return KV_OK;
+}

@@ -1,0 +1,256 @@
+/* KV_PERFDISPATCH_FORCE: the force map, its parser and the environment
+ * (kv/tune.h).
+ *
+ * A map is immutable once published; replacing it swaps a pointer and
+ * bumps g_tune_force_gen so every slot re-resolves. Old maps are kept
+ * (they are a few bytes and a reader may still hold one). */
+#include "tune/tune_internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FORCE_MAX 128
+
+typedef struct force_entry {
+    const kv_op *op;
+    char variant[KV_TUNE_NAME_MAX];
+} force_entry;
+
+typedef struct force_map {
+    int n;
+    force_entry e[FORCE_MAX];
+} force_map;
+
+static _Atomic(force_map *) g_force;
+
+const char *kv_tune_force_lookup(const kv_op *op) {
+    const force_map *m = atomic_load_explicit(&g_force, memory_order_acquire);
+    for (int i = 0; m && i < m->n; i++)
+        if (m->e[i].op == op) return m->e[i].variant;
+    return NULL;
+}
+
+const char *kv_tune_forced(const kv_op *op) { return kv_tune_force_lookup(op); }
+
+/* ---- what exists, for the messages ---- */
+
+typedef struct text {
+    char *p;
+    size_t cap, len;
+    bool full;
+} text;
+
+static bool text_put(text *t, const char *s) {
+    const size_t n = strlen(s);
+    if (t->full || t->len + n + 1 > t->cap) {
+        t->full = true;
+        return false;
+    }
+    memcpy(t->p + t->len, s, n + 1);
+    t->len += n;
+    return true;
+}
+
+static bool op_has_variants(const kv_op *op) {
+    for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++)
+        if (kv_tune_variant_count(op, (kv_key)k) > 0) return true;
+    return false;
+}
+
+/* "CPU[ref, sse2] SIM[ref]" for one op. */
+static void variants_text(const kv_op *op, char *buf, size_t cap) {
+    text t = { buf, cap, 0, false };
+    buf[0] = '\0';
+    bool any = false;
+    for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
+        const int n = kv_tune_variant_count(op, (kv_key)k);
+        if (n == 0) continue;
+        if (any) text_put(&t, " ");
+        text_put(&t, kv_key_name((kv_key)k));
+        text_put(&t, "[");
+        for (int i = 0; i < n; i++) {
+            if (i) text_put(&t, ", ");
+            text_put(&t, kv_tune_variant_name(op, (kv_key)k, i));
+        }
+        text_put(&t, "]");
+        any = true;
+    }
+    if (!any) snprintf(buf, cap, "none: the op has no variants");
+}
+
+/* The ops with variants, as many as fit, then how many more. */
+static void ops_text(char *buf, size_t cap) {
+    text t = { buf, cap > 48 ? cap - 48 : cap, 0, false };
+    buf[0] = '\0';
+    int listed = 0, total = 0;
+    for (int i = 0; i < kv_op_count(); i++) {
+        const kv_op *op = kv_op_at(i);
+        if (!op_has_variants(op)) continue;
+        total++;
+        if (t.full) continue;
+        const size_t mark = t.len;
+        if ((listed && !text_put(&t, ", ")) || !text_put(&t, kv_op_name(op))) {
+            t.len = mark;
+            buf[mark] = '\0';
+            t.full = true;
+            continue;
+        }
+        listed++;
+    }
+    if (listed < total)
+        snprintf(buf + t.len, cap - t.len, "%s... and %d more; KV_PERFDISPATCH_FORCE=? lists them all",
+                 listed ? ", " : "", total - listed);
+}
+
+/* ---- parsing ---- */
+
+static void trim(const char **b, const char **e) {
+    while (*b < *e && isspace((unsigned char)**b)) (*b)++;
+    while (*e > *b && isspace((unsigned char)(*e)[-1])) (*e)--;
+}
+
+static bool variant_exists(const kv_op *op, const char *name) {
+    for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++)
+        if (kv_tune_variant_find(op, (kv_key)k, name) >= 0) return true;
+    return false;
+}
+
+static kv_status parse_map(const char *spec, force_map *m) {
+    m->n = 0;
+    const char *p = spec;
+    while (*p) {
+        const char *b = p, *e = p;
+        while (*e && *e != ',') e++;
+        p = *e ? e + 1 : e;
+        trim(&b, &e);
+        if (b == e) continue; /* empty entries are skipped */
+        char entry[160];
+        snprintf(entry, sizeof entry, "%.*s", (int)(e - b), b);
+        int colons = 0;
+        const char *colon = NULL;
+        for (const char *q = b; q < e; q++)
+            if (*q == ':') {
+                colons++;
+                colon = q;
+            }
+        if (colons != 1)
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "KV_PERFDISPATCH_FORCE: entry '%s' is not op:variant (it has %d ':', expected exactly one)",
+                            entry, colons);
+        const char *ob = b, *oe = colon, *vb = colon + 1, *ve = e;
+        trim(&ob, &oe);
+        trim(&vb, &ve);
+        char opname[2 * KV_SCHEMA_NAME_MAX], vname[64];
+        snprintf(opname, sizeof opname, "%.*s", (int)(oe - ob), ob);
+        snprintf(vname, sizeof vname, "%.*s", (int)(ve - vb), vb);
+        const kv_op *op = opname[0] ? kv_op_find(opname) : NULL;
+        if (op == NULL) {
+            char ops[400];
+            ops_text(ops, sizeof ops);
+            return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: entry '%s': unknown op '%s' (ops with variants: %s)",
+                            entry, opname, ops);
+        }
+        if (vname[0] == '\0' || !variant_exists(op, vname)) {
+            char vs[300];
+            variants_text(op, vs, sizeof vs);
+            return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: entry '%s': op '%s' has no variant '%s' (variants: %s)",
+                            entry, kv_op_name(op), vname, vs);
+        }
+        for (int i = 0; i < m->n; i++)
+            if (m->e[i].op == op)
+                return kv_error(KV_ERR_INVALID_ARG,
+                                "KV_PERFDISPATCH_FORCE: entry '%s': op '%s' is already forced to '%s' by an earlier entry",
+                                entry, kv_op_name(op), m->e[i].variant);
+        if (m->n == FORCE_MAX)
+            return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: entry '%s': more than %d entries", entry,
+                            FORCE_MAX);
+        m->e[m->n].op = op;
+        snprintf(m->e[m->n].variant, sizeof m->e[m->n].variant, "%s", vname);
+        m->n++;
+    }
+    return KV_OK;
+}
+
+kv_status kv_tune_force_set(const char *spec) {
+    kv_status st = kv_init();
+    if (st != KV_OK) return st;
+    force_map *m = calloc(1, sizeof *m);
+    if (m == NULL) return kv_error(KV_ERR_OOM, "KV_PERFDISPATCH_FORCE: out of memory");
+    if (spec != NULL) {
+        const char *b = spec, *e = spec + strlen(spec);
+        trim(&b, &e);
+        if (e - b == 1 && *b == '?') {
+            free(m);
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "KV_PERFDISPATCH_FORCE: '?' lists the variants (kv_tune_list); it is not a force map");
+        }
+        st = parse_map(spec, m);
+        if (st != KV_OK) {
+            free(m);
+            return st;
+        }
+    }
+    /* The old map stays allocated: a dispatching thread may still read it. */
+    atomic_store_explicit(&g_force, m->n ? m : NULL, memory_order_release);
+    if (m->n == 0) free(m);
+    atomic_fetch_add(&g_tune_force_gen, 1);
+    kv_tune_cache_clear();
+    return KV_OK;
+}
+
+/* ---- the environment ---- */
+
+static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+static kv_tune_env_result g_env_result;
+static kv_status g_env_code;
+static char g_env_message[512];
+
+static kv_status env_load_log(void) {
+    const char *v = getenv("KV_PERFDISPATCH_LOG");
+    if (v == NULL || v[0] == '\0' || strcmp(v, "0") == 0) return KV_OK;
+    if (strcmp(v, "1") != 0)
+        return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_LOG: expected 0 or 1, got '%s'", v);
+    kv_tune_log_set_enabled(true);
+    return KV_OK;
+}
+
+static void env_once(void) {
+    g_env_result = KV_TUNE_ENV_OK;
+    kv_status st = kv_init();
+    if (st == KV_OK) st = env_load_log();
+    if (st == KV_OK) st = kv_tune_config_from_env();
+    if (st == KV_OK) {
+        const char *v = getenv("KV_PERFDISPATCH_FORCE");
+        const char *b = v ? v : "", *e = b + strlen(b);
+        trim(&b, &e);
+        if (e - b == 1 && *b == '?') g_env_result = KV_TUNE_ENV_LIST;
+        else if (v) st = kv_tune_force_set(v);
+    }
+    if (st != KV_OK) {
+        g_env_result = KV_TUNE_ENV_ERROR;
+        g_env_code = st;
+        snprintf(g_env_message, sizeof g_env_message, "%s", kv_last_error_message());
+    }
+}
+
+kv_tune_env_result kv_tune_env_load(void) {
+    pthread_once(&g_env_once, env_once);
+    if (g_env_result == KV_TUNE_ENV_ERROR) kv_error(g_env_code, "%s", g_env_message);
+    return g_env_result;
+}
+
+kv_status kv_tune_env_ready(void) {
+    switch (kv_tune_env_load()) {
+    case KV_TUNE_ENV_OK: return KV_OK;
+    case KV_TUNE_ENV_ERROR: return g_env_code;
+    case KV_TUNE_ENV_LIST:
+        /* The documented meaning of "?": list and exit, wherever the
+         * variable is first read (kvrun reads it before anything runs). */
+        kv_tune_list(stdout);
+        fflush(stdout);
+        exit(0);
+    }
+    return KV_OK;
+}

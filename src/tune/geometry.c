@@ -1,0 +1,149 @@
+/* The geometry of a call: what the tuner's cache is keyed by and what the
+ * log prints (kv/tune.h).
+ *
+ * Hashed: per argument its tag; tensors by dtype, sizes, strides and lazy
+ * bits (not data pointers or offsets: the same problem on other memory is
+ * the same geometry); every other value by its bits, because a
+ * predicate may read it. The mix is a multiply-xorshift per word and the
+ * SplitMix64 finalizer at the end, cheap enough to run on every call. */
+#include "tune/tune_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kv/lazy.h"
+#include "kv/rng.h"
+#include "kv/tensor.h"
+
+static inline uint64_t geo_mix(uint64_t h, uint64_t x) {
+    h ^= x;
+    h *= 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+static uint64_t geo_tensor(uint64_t h, const kv_tensor *t) {
+    if (t == NULL) return geo_mix(h, 0xA5);
+    h = geo_mix(h, (uint64_t)t->dtype | (uint64_t)t->ndim << 8 | (uint64_t)(t->keys & KV_KEYSET_LAZY) << 16);
+    for (int d = 0; d < t->ndim; d++) {
+        h = geo_mix(h, (uint64_t)t->sizes[d]);
+        h = geo_mix(h, (uint64_t)t->strides[d]);
+    }
+    return h;
+}
+
+static uint64_t geo_bytes(uint64_t h, const char *p) {
+    size_t n = strlen(p);
+    h = geo_mix(h, n);
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
+        h = geo_mix(h, w);
+    }
+    return h;
+}
+
+uint64_t kv_tune_geometry_hash(const kv_op *op, const kv_stack *stack) {
+    (void)op;
+    uint64_t h = 0x6b76676f65ull;
+    for (int i = 0; i < stack->size; i++) {
+        const kv_ivalue *v = &stack->slots[i];
+        h = geo_mix(h, (uint64_t)v->tag + 1);
+        uint64_t bits = 0;
+        switch (v->tag) {
+        case KV_IV_NONE: break;
+        case KV_IV_TENSOR: h = geo_tensor(h, v->v.tensor); break;
+        case KV_IV_TENSOR_LIST:
+            h = geo_mix(h, (uint64_t)v->v.tensors.n);
+            for (int e = 0; e < v->v.tensors.n; e++) h = geo_tensor(h, v->v.tensors.items[e]);
+            break;
+        case KV_IV_SCALAR:
+            h = geo_mix(h, (uint64_t)v->v.scalar.kind);
+            memcpy(&bits, &v->v.scalar.v.c.re, sizeof bits);
+            h = geo_mix(h, bits);
+            if (v->v.scalar.kind == KV_SCALAR_COMPLEX) {
+                memcpy(&bits, &v->v.scalar.v.c.im, sizeof bits);
+                h = geo_mix(h, bits);
+            }
+            break;
+        case KV_IV_INT: h = geo_mix(h, (uint64_t)v->v.i); break;
+        case KV_IV_INT_LIST:
+            h = geo_mix(h, (uint64_t)v->v.ints.n);
+            for (int e = 0; e < v->v.ints.n; e++) h = geo_mix(h, (uint64_t)v->v.ints.items[e]);
+            break;
+        case KV_IV_DOUBLE:
+            memcpy(&bits, &v->v.d, sizeof bits);
+            h = geo_mix(h, bits);
+            break;
+        case KV_IV_BOOL: h = geo_mix(h, v->v.b ? 1u : 2u); break;
+        case KV_IV_DTYPE: h = geo_mix(h, (uint64_t)v->v.dtype); break;
+        case KV_IV_DEVICE: h = geo_mix(h, (uint64_t)v->v.device.type << 32 | (uint32_t)v->v.device.index); break;
+        case KV_IV_STR: h = geo_bytes(h, v->v.str ? v->v.str : ""); break;
+        }
+    }
+    return kv_rng_mix64(h);
+}
+
+/* ---- text ---- */
+
+typedef struct geo_buf {
+    char *p;
+    int cap, len;
+} geo_buf;
+
+static void geo_put(geo_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void geo_put(geo_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int room = b->len < b->cap ? b->cap - b->len : 0;
+    const int n = vsnprintf(room > 0 ? b->p + b->len : NULL, (size_t)room, fmt, ap);
+    va_end(ap);
+    if (n > 0) b->len += n;
+}
+
+static void geo_put_ints(geo_buf *b, const int64_t *v, int n) {
+    geo_put(b, "[");
+    for (int d = 0; d < n; d++) geo_put(b, "%s%lld", d ? "," : "", (long long)v[d]);
+    geo_put(b, "]");
+}
+
+static void geo_put_tensor(geo_buf *b, const kv_tensor *t) {
+    if (t == NULL) {
+        geo_put(b, "None");
+        return;
+    }
+    geo_put(b, "%s", kv_dtype_name(t->dtype));
+    geo_put_ints(b, t->sizes, t->ndim);
+    geo_put(b, ":");
+    geo_put_ints(b, t->strides, t->ndim);
+    if (kv_keyset_has(t->keys, KV_KEY_CONJUGATE)) geo_put(b, "+conj");
+    if (kv_keyset_has(t->keys, KV_KEY_NEGATIVE)) geo_put(b, "+neg");
+    if (kv_keyset_has(t->keys, KV_KEY_ZERO_TENSOR)) geo_put(b, "+zero");
+}
+
+int kv_tune_geometry_format(const kv_op *op, const kv_stack *stack, char *buf, int cap) {
+    geo_buf b = { buf, cap, 0 };
+    if (cap > 0) buf[0] = '\0';
+    const kv_schema *sc = kv_op_schema(op);
+    geo_put(&b, "(");
+    bool first = true;
+    for (int i = 0; i < stack->size; i++) {
+        const kv_ivalue *v = &stack->slots[i];
+        const bool tensor_arg = sc && i < sc->nargs && sc->args[i].type.kind == KV_TYPE_TENSOR;
+        if (!tensor_arg && v->tag != KV_IV_TENSOR && v->tag != KV_IV_TENSOR_LIST) continue;
+        geo_put(&b, "%s", first ? "" : ", ");
+        first = false;
+        if (v->tag == KV_IV_TENSOR_LIST) {
+            geo_put(&b, "[");
+            for (int e = 0; e < v->v.tensors.n; e++) {
+                geo_put(&b, "%s", e ? ", " : "");
+                geo_put_tensor(&b, v->v.tensors.items[e]);
+            }
+            geo_put(&b, "]");
+        } else {
+            geo_put_tensor(&b, v->tag == KV_IV_TENSOR ? v->v.tensor : NULL);
+        }
+    }
+    geo_put(&b, ")");
+    return b.len;
+}

@@ -1,0 +1,105 @@
+/* What the files of src/tune share: variant sets ("slots"), the geometry
+ * cache, the force map, the tuner's settings and the log. Private. */
+#ifndef KV_TUNE_INTERNAL_H
+#define KV_TUNE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kv/tune.h"
+
+typedef struct tune_variant {
+    char name[KV_TUNE_NAME_MAX];
+    kv_kernel_fn fn;
+    kv_tune_pred_fn pred;
+} tune_variant;
+
+/* One cached choice. Fields are separate atomics: a reader may see a
+ * writer's half-updated entry for another geometry, which is harmless
+ * because a cached choice is used only after its predicate accepted the
+ * call (see tune_select). */
+typedef struct tune_entry {
+    _Atomic uint64_t tag;    /* geometry hash with bit 0 set; 0 = empty */
+    _Atomic uint32_t gen;    /* g_tune_gen when stored; older entries are misses */
+    _Atomic int32_t choice;  /* variant index */
+    _Atomic int64_t calls;   /* calls served since it was stored */
+} tune_entry;
+
+#define TUNE_CACHE_SIZE 64   /* per slot, a power of two */
+#define TUNE_CACHE_PROBE 4
+
+typedef struct tune_slot {
+    const kv_op *op;
+    kv_key key;
+    _Atomic int n;                          /* published after v[n-1] is written */
+    tune_variant v[KV_TUNE_MAX_VARIANTS];
+    /* Serializes tuning of this slot, so two threads do not time each
+     * other; recursive because a variant may call its own op. */
+    pthread_mutex_t lock;
+    tune_entry cache[TUNE_CACHE_SIZE];
+    /* The force map resolved for this slot: the variant index, -1 when
+     * the op is not forced or this backend lacks the forced name; valid
+     * while force_gen equals g_tune_force_gen. */
+    _Atomic int32_t forced;
+    _Atomic uint32_t force_gen;
+    _Atomic uint64_t calls, tunings, hits;
+    struct tune_slot *next;                 /* every slot, for listing */
+} tune_slot;
+
+/* ---- registry.c ---- */
+/* The slot of (op, key); NULL when it has none. Lock-free. */
+tune_slot *kv_tune_slot_find(const kv_op *op, kv_key key);
+/* The first slot of the list of all slots (newest first). */
+tune_slot *kv_tune_slot_first(void);
+
+/* ---- dispatch.c ---- */
+/* The kernel the registry installs at every key with a variant set. */
+kv_status kv_tune_dispatch_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
+
+/* ---- select.c ---- */
+/* The variant index to run for this call (see tune.h); -1 with the
+ * thread's error set when there is none. `allow_tune` false never times
+ * (ops called from inside a variant being timed). */
+int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune);
+/* Bumped to invalidate every cached choice (and the force resolution). */
+extern _Atomic uint32_t g_tune_gen;
+extern _Atomic uint32_t g_tune_force_gen;
+
+/* ---- tuner.c ---- */
+typedef struct tune_timing {
+    bool ran;             /* compatible and timed */
+    bool failed;          /* a run returned an error */
+    uint64_t median_ns;
+} tune_timing;
+/* Times every variant whose compat[i] is true on a copy of the call;
+ * returns the winner (-1 when every one failed). */
+int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tune_timing *timings);
+uint64_t kv_tune_now(void);
+/* Whether this thread is inside kv_tune_measure (nested ops are not tuned). */
+bool kv_tune_in_measure(void);
+kv_tune_config kv_tune_config_snapshot(void);
+/* retune_after, readable without a lock (every cached call reads it). */
+int64_t kv_tune_retune_after(void);
+
+/* ---- force.c ---- */
+/* The forced variant name of op, NULL when none (lock-free). */
+const char *kv_tune_force_lookup(const kv_op *op);
+/* Loads the environment once; KV_OK, or the stored error re-raised on
+ * this thread. */
+kv_status kv_tune_env_ready(void);
+/* Reads KV_PERFDISPATCH_RETUNE, _WARMUP, _REPS, _TUNE into the config
+ * (tuner.c); KV_OK or an error naming the variable. */
+kv_status kv_tune_config_from_env(void);
+
+/* ---- log.c ---- */
+typedef enum tune_how { TUNE_HOW_FORCED, TUNE_HOW_ONLY, TUNE_HOW_TUNED, TUNE_HOW_UNTUNED } tune_how;
+void kv_tune_log_choice(const tune_slot *s, const kv_stack *stack, int choice, tune_how how, int ncompat,
+                        const tune_timing *timings);
+
+/* ---- pin (dispatch.c) ---- */
+/* This thread's pin for (op, key): a variant index, or -1. */
+int kv_tune_pinned(const kv_op *op, kv_key key);
+
+#endif
