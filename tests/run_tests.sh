@@ -3,7 +3,8 @@
 # tests/<name>.c (so a binary left over from a removed test never runs),
 # shows each one's CMocka output, and ends with one summary line. Exits
 # non-zero if any binary failed (a test failure, a crash) or none ran.
-# Last, it runs the whole case suite (build/kvrun cases/).
+# Last, it runs the whole case suite (build/kvrun cases/), and the accel
+# part of it again under the seed gate and with the kill switch set.
 dir=${1:?usage: run_tests.sh BUILD_TEST_DIR}
 failed=""
 count=0
@@ -31,6 +32,17 @@ echo "=== kvrun cases/"
 if ! build/kvrun cases/ --report-dir="$dir/../suite-report"; then
     failed="$failed kvrun-suite"
 fi
+
+# The accel twins (cases/accel.case) again with the other checks under the
+# seed gate and with the kill switch set; the fastpath check runs both
+# gates every time (README "The accel device in the runner").
+for setting in KV_REDISPATCH_GATE=seed KV_NO_REDISPATCH=1; do
+    count=$((count + 1))
+    echo "=== $setting kvrun cases/accel.case"
+    if ! env "$setting" build/kvrun cases/accel.case --report-dir="$dir/../suite-report-${setting%%=*}"; then
+        failed="$failed kvrun-accel-$setting"
+    fi
+done
 
 if [ -n "$failed" ]; then
     echo "FAILED:$failed ($count test programs)"

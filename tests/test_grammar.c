@@ -466,7 +466,7 @@ static void test_errors_options(void **state) {
     (void)state;
     expect_error("--op=neg --shape=4 --foo=1\n",
                  "t.case:1:20: unknown option '--foo' (options: op, dtype, shape, layout, args, fill, "
-                 "seed, device, check, tol, expect, batch, reset)");
+                 "seed, device, lazy, mode, check, tol, expect, batch, reset)");
     expect_error_code("--op=nag --shape=4\n", KV_ERR_UNKNOWN_OP, "t.case:1:6: --op: unknown op 'nag'");
     expect_error_code("--shape=4\n--op=neg,add --dtype=f32\n", KV_ERR_UNKNOWN_OP,
                       "t.case:2:10: --op: unknown op 'add' (did you mean add.Tensor?)");
@@ -496,7 +496,7 @@ static void test_errors_options(void **state) {
                  "t.case:1:29: --expect: unknown outcome 'boom' (pass, invalid_arg, shape, dim, index, "
                  "negative_size, dtype, device, oom, schema, unknown_op, missing_kernel, internal)");
     expect_error("--op=neg --shape=4 --check=golden,speed\n",
-                 "t.case:1:35: --check: unknown check 'speed' (checks: golden, variants, memory, error)");
+                 "t.case:1:35: --check: unknown check 'speed' (checks: golden, variants, memory, error, lazy, grad, fastpath)");
     expect_error("--op=neg --shape=4 --expect=dtype --check=golden\n",
                  "t.case:1:35: --check=golden/variants cannot run on a case with --expect=dtype (it has "
                  "no output); use error and memory");

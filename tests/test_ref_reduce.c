@@ -24,6 +24,9 @@ static int64_t live_at_start;
 static int setup(void **state) {
     (void)state;
     kv_error_clear();
+    /* These test the reference kernels themselves: perf_dispatch must run
+     * "ref", not whichever optimized CPU variant it would pick. */
+    kv_tune_reference_mode_set(true);
     live_at_start = kv_allocator_stats_of(KV_DEVICE_CPU).live_count;
     return 0;
 }

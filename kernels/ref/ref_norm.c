@@ -73,13 +73,20 @@ typedef struct nm_group {
     kv_tensor *out;
     int64_t count;
     double eps;
-    /* element j of the group: offsets in elements of x, out, and w/b */
+    /* element j of the group: offsets in elements of x and out, and the
+     * logical (row-major) index of its weight/bias element; weight and bias
+     * each have strides of their own, so the offset is taken per tensor */
     void (*elem)(const void *ctx, int64_t j, int64_t *xo, int64_t *oo, int64_t *po);
     const void *ctx;
 } nm_group;
 
 static double nm_load(const kv_tensor *t, int64_t off) {
     return kv_ref_load_f64(t->dtype, (const char *)kv_tensor_data(t) + off * (int64_t)kv_dtype_size(t->dtype));
+}
+
+/* Element `index` (row-major over the parameter's own shape) of weight or bias. */
+static double nm_load_param(const kv_tensor *t, int64_t index) {
+    return nm_load(t, nm_offset(index, t->ndim, t->sizes, t->strides));
 }
 
 /* Normalizes one group; returns mean and rstd (f64, unrounded). */
@@ -104,8 +111,8 @@ static void nm_run_group(const nm_group *g, double *mean_out, double *rstd_out) 
     for (int64_t j = 0; j < g->count; j++) {
         g->elem(g->ctx, j, &xo, &oo, &po);
         double v = (nm_load(g->x, xo) - mean) * rstd;
-        if (g->w) v = v * nm_load(g->w, po);
-        if (g->b) v = v + nm_load(g->b, po);
+        if (g->w) v = v * nm_load_param(g->w, po);
+        if (g->b) v = v + nm_load_param(g->b, po);
         kv_ref_store_f64(odt, dst + oo * (int64_t)kv_dtype_size(odt), v);
     }
     *mean_out = mean;
@@ -135,8 +142,7 @@ static void ln_elem(const void *vctx, int64_t j, int64_t *xo, int64_t *oo, int64
     const ln_ctx *c = vctx;
     *xo = c->xbase + nm_offset(j, c->nnorm, c->x->sizes + c->axis, c->x->strides + c->axis);
     *oo = c->obase + nm_offset(j, c->nnorm, c->out->sizes + c->axis, c->out->strides + c->axis);
-    const kv_tensor *p = c->w ? c->w : c->b;
-    *po = p ? nm_offset(j, c->nnorm, p->sizes, p->strides) : 0;
+    *po = j;
 }
 
 static kv_status ln_check_param(const char *op, const char *arg, const kv_tensor *p, kv_int_list ns) {
@@ -226,8 +232,7 @@ static void gn_elem(const void *vctx, int64_t j, int64_t *xo, int64_t *oo, int64
     *xo = c->n * c->x->strides[0] + ch * c->x->strides[1] + nm_offset(s, sp, c->x->sizes + 2, c->x->strides + 2);
     *oo = c->n * c->out->strides[0] + ch * c->out->strides[1] +
           nm_offset(s, sp, c->out->sizes + 2, c->out->strides + 2);
-    const kv_tensor *p = c->w ? c->w : c->b;
-    *po = p ? ch * p->strides[0] : 0;
+    *po = ch;
 }
 
 static kv_status gn_check_param(const char *op, const char *arg, const kv_tensor *p, int64_t C,

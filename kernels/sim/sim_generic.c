@@ -215,7 +215,7 @@ kv_status kv_sim_generic(const kv_op *op, kv_keyset ks, kv_stack *stack) {
         if (i < s->nargs) st = sim_arg(&c, op, &s->args[i], &v);
         if (st == KV_OK) st = h->stack_push(&cpu, v);
     }
-    if (st == KV_OK) st = h->redispatch(op, kv_keyset_of(KV_KEY_CPU), &cpu);
+    if (st == KV_OK) st = h->call_reference(op, &cpu);
     if (st == KV_OK) {
         /* Writes through a host view count on the SIM storage. */
         for (int i = 0; i < c.nmaps; i++)

@@ -12,5 +12,8 @@ const kv_backend_desc *kv_backend_desc_of(kv_device_type t);
 /* Re-selects the accel target after a plugin came or went, and makes
  * ACCEL's host addressability follow the target's (loader.c). */
 void kv_backend_reselect_accel(void);
+/* Copies host bytes over the start of a device storage through its
+ * backend's copy operation (copy.c). */
+kv_status kv_backend_storage_upload(kv_storage *dst, const void *host_src, size_t nbytes);
 
 #endif

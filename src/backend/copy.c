@@ -61,6 +61,15 @@ static kv_status copy_bytes(void *dst, const kv_backend_desc *dd, const void *sr
     return st;
 }
 
+kv_status kv_backend_storage_upload(kv_storage *dst, const void *host_src, size_t nbytes) {
+    kv_device_type mem = KV_DEVICE_CPU;
+    const kv_backend_desc *d = NULL;
+    kv_status st = memory_type(dst->device.type, &mem);
+    if (st == KV_OK) st = ops_for(mem, &d);
+    if (st != KV_OK) return st;
+    return copy_bytes(dst->data, d, host_src, NULL, nbytes < dst->nbytes ? nbytes : dst->nbytes);
+}
+
 kv_tensor *kv_backend_copy_to_device(const kv_tensor *t, kv_device device) {
     if (t == NULL || t->storage == NULL) {
         kv_error(KV_ERR_INVALID_ARG, "backend copy: argument 't': NULL tensor");

@@ -3,6 +3,7 @@
  * the same name, so a plugin's code reads like libkv code with `host->`
  * in front. Adding an entry changes the ABI: bump KV_BACKEND_ABI_VERSION. */
 #include "backend/backend_internal.h"
+#include "kv/tune.h"
 
 static const kv_host_api kv_host_table = {
     .abi_version = KV_BACKEND_ABI_VERSION,
@@ -17,6 +18,10 @@ static const kv_host_api kv_host_table = {
     .op_builtin_id = kv_op_builtin_id,
     .op_entry_kind = kv_op_entry_kind,
     .redispatch = kv_redispatch,
+    .call_reference = kv_backend_call_reference,
+    .register_fallback = kv_register_fallback,
+    .stage_reference = kv_backend_stage_reference,
+    .tune_register_variant = kv_tune_register_variant,
     .key_name = kv_key_name,
     .device_type_name = kv_device_type_name,
     .stack_push = kv_stack_push,
@@ -35,6 +40,7 @@ static const kv_host_api kv_host_table = {
     .dtype_size = kv_dtype_size,
     .dtype_name = kv_dtype_name,
     .result_type = kv_result_type,
+    .can_cast = kv_can_cast,
     .broadcast_shapes = kv_broadcast_shapes,
     .wrap_dim = kv_wrap_dim,
     .scalar_to_double = kv_scalar_to_double,

@@ -14,6 +14,7 @@
 
 #include "backend/backend_internal.h"
 #include "kv/accel.h"
+#include "kv/tune.h"
 
 typedef struct kv_loaded {
     bool used;
@@ -118,6 +119,35 @@ static void unregister_key(kv_key key) {
         if (op && kv_op_entry_kind(op, key) == KV_ENTRY_KERNEL && kv_op_entry_fn(op, key) != NULL)
             kv_register_kernel(kv_op_name(op), key, NULL);
     }
+}
+
+/* The tuner times a backend's variants between device syncs; its hook
+ * takes no argument, so one trampoline per slot. */
+#define SYNC_HOOK(slot)                                                     \
+    static void sync_##slot(void) {                                        \
+        if (kv_backend_synchronize(slot) != KV_OK) kv_error_clear();        \
+    }
+SYNC_HOOK(KV_DEVICE_SIM)
+SYNC_HOOK(KV_DEVICE_CUDA)
+SYNC_HOOK(KV_DEVICE_PLUGIN0)
+SYNC_HOOK(KV_DEVICE_PLUGIN1)
+SYNC_HOOK(KV_DEVICE_PLUGIN2)
+SYNC_HOOK(KV_DEVICE_PLUGIN3)
+
+static void (*sync_hook(kv_device_type t))(void) {
+    switch (t) {
+    case KV_DEVICE_SIM: return sync_KV_DEVICE_SIM;
+    case KV_DEVICE_CUDA: return sync_KV_DEVICE_CUDA;
+    case KV_DEVICE_PLUGIN0: return sync_KV_DEVICE_PLUGIN0;
+    case KV_DEVICE_PLUGIN1: return sync_KV_DEVICE_PLUGIN1;
+    case KV_DEVICE_PLUGIN2: return sync_KV_DEVICE_PLUGIN2;
+    case KV_DEVICE_PLUGIN3: return sync_KV_DEVICE_PLUGIN3;
+    case KV_DEVICE_CPU:
+    case KV_DEVICE_ACCEL:
+    case KV_DEVICE_TYPE_COUNT:
+        return NULL;
+    }
+    return NULL;
 }
 
 void kv_backend_reselect_accel(void) {
@@ -240,6 +270,7 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
         char why[512];
         snprintf(why, sizeof why, "%s", kv_last_error_message());
         unregister_key((kv_key)type);
+        kv_register_fallback((kv_key)type, NULL);
         kv_allocator_install(type, NULL, NULL);
         kv_device_set_host_addressable(type, old_flag);
         memset(&g_loaded[type], 0, sizeof g_loaded[type]);
@@ -248,6 +279,7 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
         return record_fail(r, KV_BACKEND_FAILED, st, "backend '%s' (%s): registering its kernels failed: %s; skipped",
                            path, d.name, why[0] ? why : kv_status_name(st));
     }
+    if (d.mem.synchronize != NULL) kv_tune_set_sync((kv_key)type, sync_hook(type));
     r->state = KV_BACKEND_LOADED;
     r->status = KV_OK;
     r->message[0] = '\0';

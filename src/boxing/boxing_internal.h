@@ -186,6 +186,12 @@ void kv_accel_count_cat_dropped(uint64_t n);
 /* ---- state (gate.c, accel_device.c) ---- */
 /* Reads the environment once (kv_boxing_register). */
 kv_status kv_accel_env_init(void);
+/* The parsers behind it, pure so tests and tests/fuzz/fuzz_env.c can call
+ * them: KV_NO_REDISPATCH (true = fast paths enabled; `value` NULL when
+ * unset) and KV_ACCEL_DISABLE (special[i] false for each name listed,
+ * KV_ERR_INVALID_ARG naming an unknown one; NULL or "" disables none). */
+bool kv_accel_parse_kill_switch(const char *value);
+kv_status kv_accel_parse_disable_list(const char *text, bool *special);
 /* The runtime target, resolved: a backend key, or KV_KEY_NONE with the
  * reason from kv_accel_target_error(). */
 kv_key kv_accel_resolve_target(kv_key requested);

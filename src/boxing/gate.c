@@ -14,6 +14,7 @@
 static atomic_int g_gate = KV_ACCEL_GATE_EXACT;
 static atomic_bool g_redispatch = true;
 static atomic_bool g_special[KV_ACCEL_SPECIAL_COUNT] = { true, true, true, true };
+static atomic_bool g_force_for_tests = false;
 
 /* ---- names ---- */
 
@@ -72,6 +73,8 @@ bool kv_accel_special_enabled(kv_accel_special which) {
     return atomic_load_explicit(&g_special[which], memory_order_relaxed);
 }
 
+void kv_accel_gate_force_for_tests(bool on) { atomic_store(&g_force_for_tests, on); }
+
 void kv_accel_special_set_enabled(kv_accel_special which, bool enabled) {
     kv_init();
     if ((unsigned)which >= (unsigned)KV_ACCEL_SPECIAL_COUNT) return;
@@ -87,7 +90,7 @@ typedef struct env_config {
     kv_key target; /* KV_KEY_NONE: the default rule */
 } env_config;
 
-static kv_status parse_disable_list(const char *text, bool *special) {
+kv_status kv_accel_parse_disable_list(const char *text, bool *special) {
     for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) special[i] = true;
     if (text == NULL || text[0] == '\0') return KV_OK;
     const char *p = text;
@@ -111,16 +114,19 @@ static kv_status parse_disable_list(const char *text, bool *special) {
     return KV_OK;
 }
 
+bool kv_accel_parse_kill_switch(const char *value) {
+    /* The issue's rule, literally: unset or "0" enables, any other value
+     * (the empty string too) disables. */
+    return value == NULL || strcmp(value, "0") == 0;
+}
+
 static kv_status read_env(env_config *c) {
     const char *gate = getenv("KV_REDISPATCH_GATE");
     c->gate = KV_ACCEL_GATE_EXACT;
     if (gate != NULL && kv_accel_gate_parse(gate, &c->gate) != 0)
         return kv_error(KV_ERR_INVALID_ARG, "KV_REDISPATCH_GATE: expected 'seed' or 'exact', got '%s'", gate);
-    /* The issue's rule, literally: unset or "0" enables, any other value
-     * (the empty string too) disables. */
-    const char *kill = getenv("KV_NO_REDISPATCH");
-    c->redispatch = kill == NULL || strcmp(kill, "0") == 0;
-    kv_status st = parse_disable_list(getenv("KV_ACCEL_DISABLE"), c->special);
+    c->redispatch = kv_accel_parse_kill_switch(getenv("KV_NO_REDISPATCH"));
+    kv_status st = kv_accel_parse_disable_list(getenv("KV_ACCEL_DISABLE"), c->special);
     if (st != KV_OK) return st;
     return kv_accel_parse_target(getenv("KV_ACCEL_TARGET"), &c->target);
 }
@@ -200,6 +206,7 @@ bool kv_accel_gate_allows_stack(const kv_op *op, kv_key target, const kv_stack *
     /* A fallback or fallthrough at the target key is not "the target's
      * kernel": only an op's own kernel may be called directly. */
     if (kv_op_entry_kind(op, target) != KV_ENTRY_KERNEL) return false;
+    if (atomic_load_explicit(&g_force_for_tests, memory_order_relaxed)) return true;
     switch ((kv_accel_gate)atomic_load_explicit(&g_gate, memory_order_relaxed)) {
     case KV_ACCEL_GATE_SEED: return seed_allows(op, boxed);
     case KV_ACCEL_GATE_EXACT: return exact_allows(op, target, boxed);

@@ -4,6 +4,7 @@
 #ifndef KV_DISPATCH_OP_INTERNAL_H
 #define KV_DISPATCH_OP_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kv/dispatch.h"
@@ -33,6 +34,11 @@ struct kv_op {
     int ntensor_args;
     int device_arg; /* index of the Device argument, -1 if none */
 };
+
+/* KV_NO_DISPATCH_CACHE's parser (kv_init reads the variable once): NULL,
+ * "" and "0" leave the handle cache on, "1" turns it off, anything else is
+ * KV_ERR_INVALID_ARG naming the value. Pure, for tests and the fuzzer. */
+kv_status kv_dispatch_parse_cache_env(const char *value, bool *enabled);
 
 /* How many times kv_op_find has looked a name up (monotonic, all threads).
  * Lets tests prove the handle cache ON skips lookups and OFF does not. */

@@ -135,11 +135,17 @@ static kv_status op_add(const char *schema_text, int builtin_id, kv_op **out) {
 
 /* ---- init ---- */
 
+kv_status kv_dispatch_parse_cache_env(const char *value, bool *enabled) {
+    if (value && value[0] && strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+        return kv_error(KV_ERR_INVALID_ARG, "KV_NO_DISPATCH_CACHE: expected 0 or 1, got '%s'", value);
+    *enabled = !(value && strcmp(value, "1") == 0);
+    return KV_OK;
+}
+
 static kv_status init_registry(void) {
-    const char *env = getenv("KV_NO_DISPATCH_CACHE");
-    if (env && env[0] && strcmp(env, "0") != 0 && strcmp(env, "1") != 0)
-        return kv_error(KV_ERR_INVALID_ARG, "KV_NO_DISPATCH_CACHE: expected 0 or 1, got '%s'", env);
-    atomic_store(&g_cache_enabled, !(env && strcmp(env, "1") == 0));
+    bool cache = true;
+    if (kv_dispatch_parse_cache_env(getenv("KV_NO_DISPATCH_CACHE"), &cache) != KV_OK) return kv_last_error();
+    atomic_store(&g_cache_enabled, cache);
 
     for (int id = 0; id < KV_OP_COUNT; id++) {
         kv_op *op = NULL;

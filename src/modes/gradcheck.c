@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv/accel.h"
+#include "kv/backend.h"
 #include "kv/ops.h"
 #include "modes/autograd_internal.h"
 
@@ -59,12 +61,22 @@ static double weight(uint64_t *s) {
     return w == 0.0 ? 0.5 : w;
 }
 
+/* A copy of the CPU tensor h on `device`. The reference _to_copy makes
+ * cpu tensors only, so other devices get it through the backend copies;
+ * accel through its target, then re-tagged so it carries AccelBoxing. */
+static kv_tensor *copy_to(const kv_tensor *h, kv_device device) {
+    if (device.type == KV_DEVICE_CPU) return kv_clone((kv_tensor *)h, NULL);
+    if (device.type != KV_DEVICE_ACCEL) return kv_backend_copy_to_device(h, device);
+    kv_tensor *t = kv_backend_copy_to_device(h, (kv_device){ (kv_device_type)kv_accel_target(), 0 });
+    kv_tensor *a = t ? kv_accel_to(t) : NULL;
+    kv_tensor_release(t);
+    return a;
+}
+
 /* A copy of master on `device` (a fresh leaf). */
 static kv_tensor *materialize(const gc_input *in) {
     kv_tls_keys g = kv_no_grad_push();
-    kv_tensor *t = in->device.type == KV_DEVICE_CPU
-                       ? kv_clone(in->master, NULL)
-                       : kv__to_copy(in->master, NULL, NULL, &in->device, NULL, false, NULL);
+    kv_tensor *t = copy_to(in->master, in->device);
     kv_grad_mode_pop(g);
     return t;
 }
@@ -158,7 +170,7 @@ static kv_tensor *graph_loss(gc_state *s, kv_tensor **outs) {
         kv_tensor *wt = kv_tensor_from_data(wc, y->sizes, y->ndim, o->complex ? KV_C128 : KV_F64);
         free(wc);
         if (wt && y->device.type != KV_DEVICE_CPU) {
-            kv_tensor *moved = kv__to_copy(wt, NULL, NULL, &y->device, NULL, false, NULL);
+            kv_tensor *moved = copy_to(wt, y->device);
             kv_tensor_release(wt);
             wt = moved;
         }

@@ -47,8 +47,33 @@ typedef enum kv_check_kind {
     KV_CHECK_VARIANTS,
     KV_CHECK_MEMORY,
     KV_CHECK_ERROR,
+    KV_CHECK_LAZY,               /* lazy bits and modes: golden values AND the path ran (check_lazy.c) */
+    KV_CHECK_GRAD,               /* gradcheck, and gradients equal across paths (check_grad.c) */
+    KV_CHECK_FASTPATH,           /* device=accel: every fast path ON vs OFF bit for bit, and the counters (check_fastpath.c) */
     KV_CHECK_KIND_COUNT
 } kv_check_kind;
+
+/* Lazy bits a case puts on an input (lazy=), one bit set per input. */
+enum {
+    KV_CASE_LAZY_CONJ = 1u << 0, /* Conjugate: complex inputs only */
+    KV_CASE_LAZY_NEG = 1u << 1,  /* Negative */
+    KV_CASE_LAZY_ZERO = 1u << 2  /* ZeroTensor: the input's logical values become zeros */
+};
+
+/* Modes a case runs under (mode=); a case holds a bit set of 1u << mode.
+ * The order is the order of the names in canonical IDs. */
+typedef enum kv_case_mode {
+    KV_MODE_GRAD,                /* inputs require grad; autograd records */
+    KV_MODE_NO_GRAD,             /* inputs require grad; the op runs under a no-grad guard */
+    KV_MODE_AUTOCAST_F16,
+    KV_MODE_AUTOCAST_BF16,
+    KV_MODE_FUNCTIONALIZE,
+    KV_MODE_TRACE,               /* a trace recorder is on the callback stack */
+    KV_MODE_VMAP,                /* kv_vmap_call over a batch of KV_CASE_VMAP_BATCH samples */
+    KV_MODE_COUNT
+} kv_case_mode;
+
+#define KV_CASE_VMAP_BATCH 3
 
 typedef struct kv_shape {
     int ndim;                    /* 0 for a 0-dim tensor */
@@ -94,6 +119,8 @@ typedef struct kv_case {
     kv_fill fill;
     uint64_t seed;
     kv_device device;
+    unsigned char lazy[KV_CASE_MAX_INPUTS]; /* KV_CASE_LAZY_* bits of each input */
+    unsigned modes;              /* bit set of 1u << kv_case_mode */
     unsigned checks;             /* bit set of 1u << kv_check_kind */
     kv_tolerance tol;
     kv_status expect;            /* KV_OK: must pass; else the error code it must raise */
@@ -131,6 +158,18 @@ const char *kv_case_expect_name(kv_status expect);
 /* The checks a case runs when check= is not given: golden, variants and
  * memory for expect=pass; error and memory for an expected error. */
 unsigned kv_case_default_checks(kv_status expect);
+/* The checks a case runs when check= is not given, mode and lazy bits
+ * considered: kv_case_default_checks for a plain case; golden and lazy
+ * (and grad under mode=grad) for a case with lazy= or mode=; lazy alone
+ * when such a case expects an error (the plain inputs would not raise it). */
+unsigned kv_case_default_checks_for(const kv_case *c);
+/* Whether the case has lazy bits or modes (what the lazy check proves). */
+bool kv_case_has_lazy_or_mode(const kv_case *c);
+/* "grad", "no_grad", "autocast_f16", ...; parse returns 0, or -1 if unknown. */
+const char *kv_case_mode_name(kv_case_mode m);
+int kv_case_mode_parse(const char *text, kv_case_mode *out);
+/* "conj", "neg", "zero" for one KV_CASE_LAZY_* bit. */
+const char *kv_case_lazy_name(unsigned bit);
 /* Shape text: "[4,5]", "[]" (0-dim), "[0,3]"; with `x_form` "4x5", "[]",
  * "0x3" (no shell metacharacters, for repro lines). snprintf style. */
 int kv_case_shape_format(const kv_shape *s, bool x_form, char *buf, int cap);

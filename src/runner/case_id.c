@@ -82,6 +82,9 @@ const char *kv_check_kind_name(kv_check_kind k) {
     case KV_CHECK_VARIANTS: return "variants";
     case KV_CHECK_MEMORY: return "memory";
     case KV_CHECK_ERROR: return "error";
+    case KV_CHECK_LAZY: return "lazy";
+    case KV_CHECK_GRAD: return "grad";
+    case KV_CHECK_FASTPATH: return "fastpath";
     case KV_CHECK_KIND_COUNT: break;
     }
     return "?";
@@ -379,7 +382,7 @@ int kv_case_format_check(const kv_case *c, const kv_schema *s, kv_text_form f, c
     (void)s;
     (void)f;
     if (cap > 0) buf[0] = '\0';
-    if (c->checks == kv_case_default_checks(c->expect)) return 0;
+    if (c->checks == kv_case_default_checks_for(c)) return 0;
     int n = 0;
     for (int k = 0; k < (int)KV_CHECK_KIND_COUNT; k++) {
         if (c->checks & (1u << k)) kv_put(buf, cap, &n, "%s%s", n ? "," : "", kv_check_kind_name((kv_check_kind)k));

@@ -560,7 +560,7 @@ static kv_status kv_parse_checks(const kv_option_ctx *ctx, const kv_spec_alt *al
         snprintf(name, sizeof name, "%.*s", n, t + start);
         if (n >= (int)sizeof name || kv_check_kind_parse(name, &k) != 0) {
             return KV_OPT_ERR(ctx, kv_spec_alt_col(alt, start),
-                              "--check: unknown check '%.*s' (checks: golden, variants, memory, error)",
+                              "--check: unknown check '%.*s' (checks: golden, variants, memory, error, lazy, grad, fastpath)",
                               n, t + start);
         }
         *out |= 1u << k;
@@ -581,8 +581,24 @@ static kv_status kv_check_apply(kv_case *c, const kv_option_ctx *ctx, const int 
 
 static kv_status kv_check_finish(kv_case *c, const kv_option_ctx *ctx) {
     if (ctx->opt == NULL) {
-        c->checks = kv_case_default_checks(c->expect);
+        c->checks = kv_case_default_checks_for(c);
         return KV_OK;
+    }
+    /* What the accel device is for: it runs on every accel case. */
+    if (c->device.type == KV_DEVICE_ACCEL) c->checks |= 1u << KV_CHECK_FASTPATH;
+    /* lazy proves lazy bits and modes: on a plain case it would prove nothing. */
+    if ((c->checks & (1u << KV_CHECK_LAZY)) && !kv_case_has_lazy_or_mode(c)) {
+        return KV_OPT_ERR(ctx, ctx->opt->col, "--check=lazy needs --lazy= or --mode= (there is no path to prove)");
+    }
+    if (c->checks & (1u << KV_CHECK_GRAD)) {
+        char why[320];
+        if (c->expect != KV_OK) {
+            return KV_OPT_ERR(ctx, ctx->opt->col, "--check=grad cannot run on a case with --expect=%s",
+                              kv_status_name(c->expect));
+        }
+        if (kv_case_grad_why_not(c, ctx->op, why, sizeof why) != 0) {
+            return KV_OPT_ERR(ctx, ctx->opt->col, "--check=grad: %s", why);
+        }
     }
     /* error with expect=pass is allowed: every path must raise nothing
      * (outputs that cannot be compared, such as empty's). Comparing the
@@ -659,6 +675,10 @@ const kv_option_row kv_case_options[] = {
       kv_case_format_seed },
     { "device", KV_SPLIT_LIST, 2, KV_ID_REPRO, kv_device_check, kv_device_apply, NULL,
       kv_case_format_device },
+    /* How the values are computed, not what they are: not in the golden key. */
+    { "lazy", KV_SPLIT_LIST, 2, KV_ID_REPRO, kv_case_lazy_check, kv_case_lazy_apply, kv_case_lazy_finish,
+      kv_case_format_lazy },
+    { "mode", KV_SPLIT_LIST, 2, KV_ID_REPRO, kv_case_mode_check, kv_case_mode_apply, NULL, kv_case_format_mode },
     /* Not in the ID: what is checked and how strictly is not a different case. */
     { "check", KV_SPLIT_WHOLE, 2, KV_TEXT_IN_REPRO, kv_check_check, kv_check_apply, kv_check_finish,
       kv_case_format_check },

@@ -48,6 +48,19 @@ int kv_case_format_check(const kv_case *c, const kv_schema *s, kv_text_form f, c
 int kv_case_format_tol(const kv_case *c, const kv_schema *s, kv_text_form f, char *buf, int cap);
 int kv_case_format_expect(const kv_case *c, const kv_schema *s, kv_text_form f, char *buf, int cap);
 
+/* ---- lazy= and mode= (case_lazy_mode.c) ---- */
+kv_status kv_case_lazy_check(const kv_option_ctx *ctx, int axis, const kv_spec_alt *alt);
+kv_status kv_case_lazy_apply(kv_case *c, const kv_option_ctx *ctx, const int *choice);
+kv_status kv_case_lazy_finish(kv_case *c, const kv_option_ctx *ctx);
+int kv_case_format_lazy(const kv_case *c, const kv_schema *s, kv_text_form f, char *buf, int cap);
+kv_status kv_case_mode_check(const kv_option_ctx *ctx, int axis, const kv_spec_alt *alt);
+kv_status kv_case_mode_apply(kv_case *c, const kv_option_ctx *ctx, const int *choice);
+int kv_case_format_mode(const kv_case *c, const kv_schema *s, kv_text_form f, char *buf, int cap);
+/* 0 when gradients of the case can be checked (the op has an autograd
+ * formula and a floating or complex input that is not zero); -1 with the
+ * reason in `why`. */
+int kv_case_grad_why_not(const kv_case *c, const kv_op *op, char *why, int cap);
+
 /* Shortest text that strtod reads back as exactly d ("nan", "inf" too). */
 int kv_case_format_double(double d, char *buf, int cap);
 

@@ -15,6 +15,9 @@ static const kv_check kv_checks[] = {
     { "variants", KV_CHECK_VARIANTS, kv_check_variants_run },
     { "memory", KV_CHECK_MEMORY, kv_check_memory_run },
     { "error", KV_CHECK_ERROR, kv_check_error_run },
+    { "lazy", KV_CHECK_LAZY, kv_check_lazy_run },
+    { "grad", KV_CHECK_GRAD, kv_check_grad_run },
+    { "fastpath", KV_CHECK_FASTPATH, kv_check_fastpath_run },
 };
 
 #define KV_CHECKS_N ((int)(sizeof kv_checks / sizeof kv_checks[0]))

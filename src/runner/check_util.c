@@ -99,7 +99,11 @@ kv_status kv_check_ref_run(const kv_check_ctx *ctx, kv_check_ref *ref) {
         snprintf(ref->message, sizeof ref->message, "%s", kv_last_error_message());
         return st;
     }
+    /* Reference mode: the CPU key runs its "ref" variant (kernels/ref), not
+     * whichever optimized variant perf_dispatch would pick. */
+    const bool was_ref = kv_tune_reference_mode_set(true);
     ref->call_status = kv_case_invoke(ctx->op, &ref->in, kv_keyset_of(KV_KEY_CPU), &ref->out);
+    kv_tune_reference_mode_set(was_ref);
     if (ref->call_status == KV_OK) ref->call_status = kv_check_box_bool(&ref->out);
     if (ref->call_status == KV_OK) ref->call_status = kv_check_materialize(&ref->out);
     if (ref->call_status != KV_OK) snprintf(ref->message, sizeof ref->message, "%s", kv_last_error_message());

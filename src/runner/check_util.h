@@ -73,5 +73,8 @@ void kv_check_golden_run(const kv_check_ctx *ctx);
 void kv_check_variants_run(const kv_check_ctx *ctx);
 void kv_check_memory_run(const kv_check_ctx *ctx);
 void kv_check_error_run(const kv_check_ctx *ctx);
+void kv_check_fastpath_run(const kv_check_ctx *ctx);
+void kv_check_lazy_run(const kv_check_ctx *ctx);  /* check_lazy.c */
+void kv_check_grad_run(const kv_check_ctx *ctx);  /* check_grad.c */
 
 #endif

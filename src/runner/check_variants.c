@@ -11,13 +11,18 @@
  * Dense kernel runs; inputs live on that backend's device. A case whose
  * device= names a backend without a Dense kernel for the op (accel, whose
  * ops are boxed onto a target) is called through kv_call instead, and is
- * UNSUPPORTED only if that finds no kernel. One result row
- * per backend: "variants:<Key>" (kv_key_name). Later issues register
+ * UNSUPPORTED only if that finds no kernel. Also UNSUPPORTED: a backend
+ * kernel that returns KV_ERR_MISSING_KERNEL (it declines a dtype or
+ * layout it does not implement), and a plugin that loaded but reported
+ * itself unavailable (its reason in the row). Inputs reach device memory
+ * and outputs come back through the backends' copies (kv/backend.h).
+ * One result row per backend: "variants:<Key>" (kv_key_name). Later issues register
  * several variants per (op, backend); they become more rows here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv/backend.h"
 #include "runner/check_util.h"
 #include "runner/compare.h"
 #include "runner/tolerance.h"
@@ -64,6 +69,18 @@ static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, i
     return false;
 }
 
+/* Device outputs come back to the host through the backend's copies
+ * (kv/backend.h): the runner never reads device memory itself. */
+static kv_status variants_readable(kv_case_outputs *out) {
+    for (int i = 0; i < out->n; i++) {
+        kv_tensor *h = kv_backend_readable(out->t[i]);
+        if (h == NULL) return kv_error_prefix(kv_last_error(), "output %d: cannot copy it to the host", i);
+        kv_tensor_release(out->t[i]);
+        out->t[i] = h;
+    }
+    return KV_OK;
+}
+
 static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, kv_tensor *const *expected,
                              const char *note, kv_key key) {
     const kv_case *c = ctx->c;
@@ -74,7 +91,12 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
     kv_check_result_begin(&r, ctx, check, kv_device_type_name(dt));
     const kv_entry_kind kind = kv_op_entry_kind(ctx->op, key);
     if (kv_allocator_for(dt) == NULL) {
-        kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "device %s is not available", kv_device_type_name(dt));
+        const kv_backend_info *b = kv_backend_find(dt);
+        if (b != NULL && b->state == KV_BACKEND_UNAVAILABLE)
+            kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "device %s is not available: %s", kv_device_type_name(dt),
+                                b->message);
+        else
+            kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "device %s is not available", kv_device_type_name(dt));
         kv_check_push(ctx, &r);
         return;
     }
@@ -82,7 +104,11 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
      * case that names the device explicitly (device=accel) still runs
      * through the full dispatcher, which may reach a kernel another way
      * (boxing onto a target, a backend fallback). */
-    const bool via_call = kind != KV_ENTRY_KERNEL && c->device.type == dt && dt != KV_DEVICE_CPU;
+    /* Accel's own kernels are boxing shims for calls that come in below
+     * the boxing layer: a device=accel case always goes through kv_call,
+     * so the boxing layer (and its gate) runs as it does for users. */
+    const bool via_call =
+        (kind != KV_ENTRY_KERNEL || dt == KV_DEVICE_ACCEL) && c->device.type == dt && dt != KV_DEVICE_CPU;
     if (kind != KV_ENTRY_KERNEL && !via_call) {
         kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "%s has no %s kernel (entry: %s)", c->op, kv_key_name(key),
                             variants_entry_name(kind));
@@ -102,8 +128,12 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
     kv_status st = kv_case_invoke(ctx->op, &in, via_call ? 0 : kv_keyset_of(key), &out);
     if (st == KV_OK) st = kv_check_box_bool(&out);
     if (st == KV_OK) st = kv_check_materialize(&out);
+    if (st == KV_OK) st = variants_readable(&out);
     if (st == KV_ERR_MISSING_KERNEL && via_call) {
         kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "%s on %s: %s", c->op, kv_device_type_name(dt),
+                            kv_last_error_message());
+    } else if (st == KV_ERR_MISSING_KERNEL) {
+        kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "the %s kernel declined the call: %s", kv_key_name(key),
                             kv_last_error_message());
     } else if (st != KV_OK) {
         kv_check_result_set(&r, KV_RESULT_FAIL, "the %s kernel failed with '%s' (the reference passed): %s",
@@ -166,7 +196,19 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
         for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
             if (kv_allocator_for((kv_device_type)k) == NULL) continue;
             if (k != KV_KEY_CPU && !variants_is_kernel_backend((kv_key)k)) continue;
+            /* Accel boxes onto its target: the device=accel twin of every
+             * case (cases/accel.case) runs it through the full dispatcher. */
+            if (k == KV_KEY_ACCEL) continue;
             variants_backend(ctx, &ref, expected, note, (kv_key)k);
+        }
+        /* A plugin that loaded but cannot run here (CUDA without a GPU):
+         * one UNSUPPORTED row with its reason, never a failure. */
+        for (int i = 0; i < kv_backend_count(); i++) {
+            const kv_backend_info *b = kv_backend_at(i);
+            if (b->state != KV_BACKEND_UNAVAILABLE || (int)b->device_type >= KV_BACKEND_KEY_COUNT ||
+                kv_backend_find(b->device_type) != b || kv_allocator_for(b->device_type) != NULL)
+                continue;
+            variants_backend(ctx, &ref, expected, note, (kv_key)b->device_type);
         }
     } else {
         variants_backend(ctx, &ref, expected, note, kv_device_key(c->device));

@@ -14,6 +14,7 @@
 
 #include "kv/dispatch.h"
 #include "runner/baseline.h"
+#include "runner/check_fastpath.h"
 #include "runner/filter.h"
 #include "runner/golden.h"
 #include "runner/report.h"
@@ -335,6 +336,11 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     for (int i = 0; i < o->nfilters; i++) kv_put_text(b, cap, &n, " filter=%s", o->filters[i]);
     if (o->baseline_path) kv_put_text(b, cap, &n, " baseline=%s", o->baseline_path);
     if (o->dump_dir) kv_put_text(b, cap, &n, " dump=%s", o->dump_dir);
+    /* Which gates the fastpath check ran under, and what the other checks
+     * on accel ran with (KV_REDISPATCH_GATE, KV_NO_REDISPATCH). */
+    kv_put_text(b, cap, &n, " fastpath-gates=%s redispatch-gate=%s kill-switch=%s",
+                kv_fastpath_gates_name(o->fastpath_gates), kv_accel_gate_name(kv_accel_gate_get()),
+                kv_accel_redispatch_enabled() ? "off" : "on");
     meta->start_time = (int64_t)time(NULL);
     meta->ncases = nsel;
     if (o->shard_n > 0) {
@@ -463,6 +469,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         st = kv_error_rows(sel, nsel, why, &results);
     } else {
         const kv_run_env env = { .golden = store, .regen_golden = o->regen_golden, .dump_dir = o->dump_dir };
+        kv_check_fastpath_set_gates(o->fastpath_gates); /* the forked workers inherit it */
         st = kv_isolate_run(sel, nsel, &env, &cfg, &results);
     }
     if (st != KV_OK) {

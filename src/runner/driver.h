@@ -79,6 +79,9 @@ typedef struct kv_driver_options {
     const char *baseline_path;   /* --baseline=FILE, or NULL */
     bool list_only;              /* --list: print the selected IDs, run nothing */
     const char *run_name;        /* for report headers; NULL: "" */
+    /* --gate=: the gates the fastpath check runs under, bit 1u << gate
+     * (runner/check_fastpath.h); 0: both. */
+    unsigned fastpath_gates;
     FILE *err;                   /* warnings and errors; NULL: stderr */
 } kv_driver_options;
 

@@ -11,6 +11,7 @@
 #include "runner/check.h"
 #include "runner/check_util.h"
 #include "runner/hash.h"
+#include "kv/tune.h"
 
 #define DUMP_PATH_MAX 4096
 
@@ -118,7 +119,9 @@ kv_status kv_case_dump(const kv_case *c, const kv_op *op, const char *dir) {
     if (st == KV_OK) st = kv_case_inputs_make(c, op, KV_DEVICE_CPU0, true, &in);
     if (st == KV_OK) {
         kv_case_outputs out;
+        const bool was_ref = kv_tune_reference_mode_set(true); /* "ref", not a tuned variant */
         const kv_status call = kv_case_invoke(op, &in, kv_keyset_of(KV_KEY_CPU), &out);
+        kv_tune_reference_mode_set(was_ref);
         if (call != KV_OK || kv_check_box_bool(&out) != KV_OK || kv_check_materialize(&out) != KV_OK) {
             json_t *e = json_object();
             json_object_set_new(e, "code", json_string(kv_status_name(kv_last_error())));

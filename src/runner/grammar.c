@@ -488,10 +488,16 @@ static kv_status kv_include(kv_gstate *g, const char *from, bool from_cmdline, i
 
 /* What one logical line does: a case, an include, or new defaults. */
 static kv_status kv_do_line(kv_gstate *g, const char *file, bool cmdline, int line, kv_line *ln,
-                            kv_case_spec *defaults) {
+                            kv_case_spec *defaults, const kv_case_spec *inherited) {
     const int op_row = kv_case_option_op_row();
     const bool has_op = ln->opts[op_row] != NULL;
-    if (ln->reset) kv_case_spec_clear(defaults);
+    if (ln->reset) {
+        /* Back to what the file was included with: a --batch line's
+         * options (cases/accel.case's --device=accel) outlive the
+         * included file's own --reset. */
+        kv_case_spec_clear(defaults);
+        if (inherited != NULL) kv_case_spec_copy(defaults, inherited);
+    }
     if (has_op && ln->nbatches > 0) {
         return kv_spec_error(KV_ERR_INVALID_ARG, file, ln->batches[0]->line, ln->batches[0]->col,
                              "--batch cannot be on a case line (one with --op=)");
@@ -555,7 +561,7 @@ static kv_status kv_parse_buffer(kv_gstate *g, const char *file, const char *tex
         if (toks.n == 0) continue;
         kv_line ln = { 0 };
         for (int i = 0; st == KV_OK && i < toks.n; i++) st = kv_line_add_token(&ln, file, &toks.items[i]);
-        if (st == KV_OK) st = kv_do_line(g, file, false, first_line, &ln, &defaults);
+        if (st == KV_OK) st = kv_do_line(g, file, false, first_line, &ln, &defaults, inherited);
         kv_line_free(&ln);
         if (st != KV_OK) break;
     }
@@ -605,7 +611,7 @@ kv_status kv_grammar_parse_argv(int argc, char *const argv[], kv_grammar_skip_fn
     }
     if (st == KV_OK && toks.n > 0) {
         kv_case_spec defaults = { 0 };
-        st = kv_do_line(&g, KV_GRAMMAR_CMDLINE, true, 1, &ln, &defaults);
+        st = kv_do_line(&g, KV_GRAMMAR_CMDLINE, true, 1, &ln, &defaults, NULL);
         kv_case_spec_clear(&defaults);
     }
     kv_line_free(&ln);

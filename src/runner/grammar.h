@@ -26,7 +26,10 @@
  *   - a line without --op= sets defaults for the following lines of the
  *     same file, key by key over the earlier defaults (a key's whole value
  *     is replaced: a later --args= replaces an earlier --args= entirely);
- *   - --reset clears every default first, then the rest of its line applies;
+ *   - --reset clears every default the file set first (in an included
+ *     file it goes back to the defaults the file was included with: the
+ *     including file's and the --batch line's options), then the rest of
+ *     its line applies;
  *   - --batch=FILE[,FILE...] includes case files, each path relative to the
  *     directory of the including file (to the working directory on the
  *     command line). The included file starts from the current defaults

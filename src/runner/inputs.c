@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include "kv/backend.h"
+
 #include "runner/case_args.h"
 #include "runner/check.h"
 #include "runner/check_util.h"
@@ -27,6 +29,17 @@ kv_tensor *kv_layout_place(const kv_tensor *logical, kv_layout layout, kv_device
     if (logical == NULL) {
         kv_error(KV_ERR_INVALID_ARG, "layout: argument 'logical': NULL");
         return NULL;
+    }
+    if (device.type == KV_DEVICE_ACCEL) return kv_layout_place_accel(logical, layout);
+    /* Memory the host must not touch (SIM, CUDA, accel on them): place it
+     * on the host, then move the whole storage, gaps included, with the
+     * backend's own copy (kv/backend.h). */
+    if (!kv_device_host_addressable(device.type)) {
+        kv_tensor *host = kv_layout_place(logical, layout, KV_DEVICE_CPU0);
+        if (host == NULL) return NULL;
+        kv_tensor *moved = kv_backend_copy_to_device(host, device);
+        kv_tensor_release(host);
+        return moved;
     }
     const int nd = logical->ndim;
     const int64_t *sizes = logical->sizes;
@@ -226,6 +239,7 @@ kv_status kv_case_inputs_make(const kv_case *c, const kv_op *op, kv_device devic
             return inputs_fail(out, kv_error_prefix(KV_ERR_INVALID_ARG, "%s", name));
     }
     out->nargs = s->nargs;
+    if (device.type == KV_DEVICE_ACCEL) kv_case_inputs_accel_device(c, op, out);
     return KV_OK;
 }
 

@@ -25,9 +25,22 @@
 #define KV_LAYOUT_OFFSET_ELEMS 3
 #define KV_LAYOUT_GAP_BYTE 0xA5
 
-/* A new tensor on `device` (host-addressable) with `layout` holding the
- * logical values of `logical` (any strides, host-addressable). NULL +
- * error on failure. */
+/* A new tensor on `device` with `layout` holding the logical values of
+ * `logical` (any strides, host-addressable). Device memory the host
+ * cannot address is filled on the host and moved with the backend's
+ * copies (kv/backend.h). NULL + error on failure. */
 kv_tensor *kv_layout_place(const kv_tensor *logical, kv_layout layout, kv_device device);
+
+/* device=accel (inputs_accel.c). kv_layout_place on accel places on the
+ * accel target and re-tags the result with kv_accel_to, so it carries the
+ * AccelBoxing key like every accel tensor a user has (kv_tensor_empty on
+ * accel gives only the Accel backend key, which would skip the boxing
+ * layer). kv_case_inputs_make on accel then calls
+ * kv_case_inputs_accel_device: a factory whose case leaves its Device
+ * argument unset gets accel. */
+kv_tensor *kv_layout_place_accel(const kv_tensor *logical, kv_layout layout);
+struct kv_op;
+struct kv_case_inputs;
+void kv_case_inputs_accel_device(const kv_case *c, const struct kv_op *op, struct kv_case_inputs *in);
 
 #endif

@@ -125,7 +125,8 @@ static int parse_mismatch(const json_t *j, int i, kv_mismatch *m, char *why, int
 static int parse_object(const json_t *o, kv_check_result *r, char *why, int whycap) {
     static const char *const keys[] = { "case_id", "op",       "check",       "backend",  "dtype",
                                         "status",  "message",  "repro",       "seconds",  "compared",
-                                        "mismatched", "max_abs_err", "max_ulps", "mismatches" };
+                                        "mismatched", "max_abs_err", "max_ulps", "mismatches",
+                                        "fast_calls", "manual_calls", "slow_calls" };
     if (!json_is_object(o)) return fail(why, whycap, "expected a JSON object, got %s", type_name(o));
     if (only_keys(o, keys, (int)(sizeof keys / sizeof keys[0]), "", why, whycap) != 0) return -1;
     memset(r, 0, sizeof *r);
@@ -147,6 +148,11 @@ static int parse_object(const json_t *o, kv_check_result *r, char *why, int whyc
         get_int(o, "mismatched", &r->mismatched, why, whycap) != 0 ||
         get_real(o, "max_abs_err", &r->max_abs_err, why, whycap) != 0 ||
         get_real(o, "max_ulps", &r->max_ulps, why, whycap) != 0)
+        return -1;
+    /* Only the fastpath check's rows carry path counts. */
+    if ((json_object_get(o, "fast_calls") && get_int(o, "fast_calls", &r->fast_calls, why, whycap) != 0) ||
+        (json_object_get(o, "manual_calls") && get_int(o, "manual_calls", &r->manual_calls, why, whycap) != 0) ||
+        (json_object_get(o, "slow_calls") && get_int(o, "slow_calls", &r->slow_calls, why, whycap) != 0))
         return -1;
     const json_t *arr = json_object_get(o, "mismatches");
     if (arr == NULL) return fail(why, whycap, "missing key \"mismatches\"");

@@ -60,10 +60,32 @@ kv_report_totals kv_report_totals_of(const kv_result_list *results);
  * nothing is not a green run). Usage errors (2) are the CLI's business. */
 int kv_report_exit_code(const kv_result_list *results);
 
+/* Each gate's fast-path hit rate (report_hits.c), from the fastpath
+ * check's rows "fastpath:seed" and "fastpath:exact" that ran (PASS, FAIL,
+ * XFAIL, XPASS), whose counts are those of the run with every fast path
+ * on: the cases where the fast (or manual) path fired at least once, and
+ * the boxed calls by path. Plain cases (no lazy=, no mode= in the ID) are
+ * counted apart: there the fast path must fire under both gates, so their
+ * rate is 100% in a green run, and the gates differ on the rest. */
+#define KV_REPORT_GATES 2 /* seed, exact */
+typedef struct kv_report_hits {
+    const char *gate;             /* "seed", "exact" */
+    int64_t cases, cases_hit;
+    int64_t plain_cases, plain_hit;
+    int64_t fast, manual, slow;   /* calls */
+} kv_report_hits;
+/* Fills hits[0] (seed) and hits[1] (exact); returns how many gates have
+ * rows (0: the run had no fastpath check). */
+int kv_report_hit_rates(const kv_result_list *results, kv_report_hits hits[KV_REPORT_GATES]);
+/* "gate seed: fast path fired in N of M cases (P%; plain a/b, lazy/mode
+ * c/d), X of Y boxed calls (Q%: F fast, M manual, S slow)"; snprintf style. */
+int kv_report_hits_format(const kv_report_hits *h, char *buf, int cap);
+
 /* The console summary: a header, the bad results (FAIL, ERROR, CRASH,
  * TIMEOUT, XPASS) with message, first mismatches and repro line, a note
- * when the baseline is stale, the per-status counts line and, last, the
- * line `N passed, N failed, N skipped`. `meta` may be NULL. */
+ * when the baseline is stale, each gate's fast-path hit rate (when the run
+ * had fastpath rows), the per-status counts line and, last, the line
+ * `N passed, N failed, N skipped`. `meta` may be NULL. */
 void kv_report_console(FILE *out, const kv_result_list *results, const kv_report_meta *meta);
 
 /* Creates `dir` (mkdir -p) and writes every file listed above into it. */

@@ -103,6 +103,15 @@ void kv_report_console(FILE *out, const kv_result_list *results, const kv_report
                 (long long)c[KV_RESULT_XPASS], c[KV_RESULT_XPASS] == 1 ? "" : "es",
                 c[KV_RESULT_XPASS] == 1 ? "its" : "their", c[KV_RESULT_XPASS] == 1 ? "y" : "ies");
 
+    kv_report_hits hits[KV_REPORT_GATES];
+    if (kv_report_hit_rates(results, hits) > 0) {
+        for (int g = 0; g < KV_REPORT_GATES; g++) {
+            if (hits[g].cases == 0) continue;
+            char line[512];
+            kv_report_hits_format(&hits[g], line, (int)sizeof line);
+            fprintf(out, "== fast-path hit rate, %s\n", line);
+        }
+    }
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
         fprintf(out, "%s%s %lld", s ? ", " : "", kv_result_status_name((kv_result_status)s), (long long)c[s]);
     fputc('\n', out);

@@ -97,6 +97,12 @@ static json_t *result_json(const kv_check_result *r) {
         bad |= m == NULL || json_array_append_new(arr, m) != 0;
     }
     bad |= put(o, "mismatches", arr);
+    if (strncmp(r->check, "fastpath", 8) == 0) {
+        /* The path counts of the fastpath check's rows (hit rates). */
+        bad |= put(o, "fast_calls", json_integer((json_int_t)r->fast_calls));
+        bad |= put(o, "manual_calls", json_integer((json_int_t)r->manual_calls));
+        bad |= put(o, "slow_calls", json_integer((json_int_t)r->slow_calls));
+    }
     if (bad) {
         json_decref(o);
         return NULL;
@@ -169,6 +175,31 @@ kv_status kv_report_write_meta(const kv_report_meta *meta, const kv_result_list 
     bad |= put(o, "merged_from", json_integer(meta->merged_from));
     bad |= put(o, "results", json_integer(results->n));
     bad |= put(o, "counts", counts);
+    kv_report_hits hits[KV_REPORT_GATES];
+    if (kv_report_hit_rates(results, hits) > 0) {
+        /* Only runs with a fastpath check have it (older readers skip it). */
+        json_t *rates = json_object();
+        bad |= rates == NULL;
+        for (int g = 0; rates != NULL && g < KV_REPORT_GATES; g++) {
+            const kv_report_hits *h = &hits[g];
+            if (h->cases == 0) continue;
+            json_t *one = json_object();
+            bad |= one == NULL;
+            if (one == NULL) continue;
+            const int64_t calls = h->fast + h->manual + h->slow;
+            bad |= put(one, "cases", json_integer((json_int_t)h->cases));
+            bad |= put(one, "cases_hit", json_integer((json_int_t)h->cases_hit));
+            bad |= put(one, "case_rate", real_json(h->cases > 0 ? (double)h->cases_hit / (double)h->cases : 0.0));
+            bad |= put(one, "plain_cases", json_integer((json_int_t)h->plain_cases));
+            bad |= put(one, "plain_hit", json_integer((json_int_t)h->plain_hit));
+            bad |= put(one, "fast_calls", json_integer((json_int_t)h->fast));
+            bad |= put(one, "manual_calls", json_integer((json_int_t)h->manual));
+            bad |= put(one, "slow_calls", json_integer((json_int_t)h->slow));
+            bad |= put(one, "call_rate", real_json(calls > 0 ? (double)(h->fast + h->manual) / (double)calls : 0.0));
+            bad |= put(rates, h->gate, one);
+        }
+        if (rates != NULL) bad |= put(o, "fastpath_hit_rates", rates);
+    }
     if (bad) {
         json_decref(o);
         return kv_error(KV_ERR_OOM, "report: '%s': cannot encode the meta data as JSON", path);

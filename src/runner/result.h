@@ -52,6 +52,10 @@ typedef struct kv_check_result {
     double max_abs_err, max_ulps;
     int nmismatches;
     kv_mismatch mismatches[KV_RESULT_MAX_MISMATCHES];
+    /* fastpath rows: calls of the case's op at the accel boxing layer by
+     * path (kv_accel_path) in the run with every fast path on; the report
+     * sums them into each gate's hit rate. 0 in every other row. */
+    int64_t fast_calls, slow_calls, manual_calls;
 } kv_check_result;
 
 /* A growable list of results, the unit reports work on. */

@@ -30,6 +30,7 @@
 #include "ref/ref.h"
 #include "runner/check_util.h"
 #include "runner/tolerance.h"
+#include "kv/tune.h"
 
 static double tb_min_normal(kv_dtype dt) {
     switch (kv_dtype_to_real(dt)) {
@@ -299,7 +300,9 @@ static kv_status tb_linear(const tb_args *a, const char *op, int output, double 
         if (i == first) v.v.tensor = ag;
         kv_stack_push(&st, v);
     }
+    const bool was_ref = kv_tune_reference_mode_set(true); /* "ref", not a tuned variant */
     kv_status s = kv_redispatch(a->op, kv_keyset_of(KV_KEY_CPU), &st);
+    kv_tune_reference_mode_set(was_ref);
     kv_tensor_release(ag);
     if (s != KV_OK) return kv_error_prefix(s, "%s: bound: the op on |%s| failed", op, a->s->args[first].name);
     const kv_tensor *o = output < st.size && st.slots[output].tag == KV_IV_TENSOR ? st.slots[output].v.tensor : NULL;

@@ -4,6 +4,7 @@
  * Exit 0 when nothing failed, errored, crashed or timed out; 1 otherwise
  * (and when the library fails to initialize); 2 on a usage error. */
 #include "kv/kv.h"
+#include "kv/backend.h"
 
 #include <errno.h>
 #include <math.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "kv/op_ids.h"
+#include "runner/check_fastpath.h"
 #include "runner/driver.h"
 #include "runner/merge.h"
 #include "runner/report.h"
@@ -52,6 +54,9 @@ static void usage(FILE *f) {
             "                      is the whole suite: directories only, no case options,\n"
             "                      no --filter, no --shard\n"
             "  --dump=DIR          write each selected case's inputs and outputs to DIR\n"
+            "  --gate=GATE         seed, exact or both (default): the redispatch gates the\n"
+            "                      fastpath check (device=accel cases) runs under; the\n"
+            "                      other checks use KV_REDISPATCH_GATE (default exact)\n"
             "  --baseline=FILE     known failures: matching failures become XFAIL, matching\n"
             "                      passes XPASS (a stale entry fails the run)\n"
             "  --merge DIR...      combine the report folders of the shards of one run into\n"
@@ -59,6 +64,12 @@ static void usage(FILE *f) {
             "  --version           print the version and the number of ops\n"
             "  --help              print this help\n"
             "  --list-ops          print every op and the keys that have kernels for it\n"
+            "  --backend=PATH      load this backend plugin (a .so, a folder of them, or a\n"
+            "                      colon-separated list); repeatable. Without it:\n"
+            "                      KV_BACKEND_PATH (same syntax; empty loads none), else\n"
+            "                      every build/backends/*.so. A plugin that cannot load\n"
+            "                      or is unavailable is reported on stderr and skipped;\n"
+            "                      its cases are UNSUPPORTED\n"
             "\n"
             "A case line pastes after kvrun unchanged; every failure prints a repro line.\n"
             "Cases with the same ID run once. A run that selects no case is an error.\n"
@@ -67,11 +78,18 @@ static void usage(FILE *f) {
             KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR);
 }
 
-static int list_ops(void) {
+/* Loads the backend plugins (kv_init never does): one stderr line per
+ * plugin skipped, and the run goes on. */
+static void load_backends(const char *const *paths, int n) {
+    if (kv_backend_load_default(paths, n, stderr) < 0) fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+}
+
+static int list_ops(const char *const *backends, int nbackends) {
     if (kv_init() != KV_OK) {
         fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
         return 1;
     }
+    load_backends(backends, nbackends);
     int n = kv_op_count();
     for (int i = 0; i < n; i++) {
         const kv_op *op = kv_op_at(i);
@@ -113,7 +131,8 @@ static const kv_flag kv_flags[] = {
     { "regen-golden", KV_FLAG_BOOL, false }, { "dump", KV_FLAG_VALUE, false },
     { "baseline", KV_FLAG_VALUE, false },  { "merge", KV_FLAG_BOOL, false },
     { "help", KV_FLAG_BOOL, false },       { "version", KV_FLAG_BOOL, false },
-    { "list-ops", KV_FLAG_BOOL, false },
+    { "list-ops", KV_FLAG_BOOL, false },   { "backend", KV_FLAG_VALUE, true },
+    { "gate", KV_FLAG_VALUE, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -143,6 +162,8 @@ typedef struct kv_cli {
     int nfilters;
     const char **paths;
     int npaths;
+    const char **backends;
+    int nbackends;
     bool merge, help, version, list_ops;
     int seen[KV_NFLAGS];
     bool case_options;
@@ -183,6 +204,12 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->o.list_only = true;
     } else if (strcmp(n, "filter") == 0) {
         c->filters[c->nfilters++] = v;
+    } else if (strcmp(n, "gate") == 0) {
+        if (kv_fastpath_gates_parse(v, &c->o.fastpath_gates) != 0) {
+            return kv_usage_error("--gate=%s: expected seed, exact or both", v);
+        }
+    } else if (strcmp(n, "backend") == 0) {
+        c->backends[c->nbackends++] = v;
     } else if (strcmp(n, "jobs") == 0) {
         if (kv_parse_int(v, 1, 4096, &c->o.jobs) != 0) {
             return kv_usage_error("--jobs=%s: must be a whole number from 1 to 4096", v);
@@ -293,8 +320,33 @@ static bool kv_is_dir(const char *path) {
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
+/* KV_PERFDISPATCH_FORCE=?, which lists the variants even with nothing
+ * to run. */
+static bool kvrun_tune_listing(void) {
+    const char *v = getenv("KV_PERFDISPATCH_FORCE");
+    if (v == NULL) return false;
+    while (*v == ' ' || *v == '\t') v++;
+    if (*v++ != '?') return false;
+    while (*v == ' ' || *v == '\t') v++;
+    return *v == '\0';
+}
+
+/* The KV_PERFDISPATCH_* variables, read once the backends have registered
+ * their variants: "?" lists them (exit 0), a bad value is a usage error
+ * naming the entry (exit 2). -1: carry on. */
+static int kvrun_tune_env(void) {
+    switch (kv_tune_env_load()) {
+    case KV_TUNE_ENV_OK: return -1;
+    case KV_TUNE_ENV_LIST:
+        kv_tune_list(stdout);
+        return 0;
+    case KV_TUNE_ENV_ERROR: fprintf(stderr, "kvrun: %s\n", kv_last_error_message()); return 2;
+    }
+    return -1;
+}
+
 static int kv_run_main(kv_cli *c, int argc, char **argv) {
-    if (c->npaths == 0 && !c->case_options) {
+    if (c->npaths == 0 && !c->case_options && !kvrun_tune_listing()) {
         return kv_usage_error("nothing to run: give case files or directories, or a case line (--op=...)");
     }
     kv_path_list files = { 0 };
@@ -309,6 +361,12 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
         fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
         kv_path_list_free(&files);
         return 1;
+    }
+    load_backends(c->backends, c->nbackends);
+    const int tune_rc = kvrun_tune_env();
+    if (tune_rc >= 0) {
+        kv_path_list_free(&files);
+        return tune_rc;
     }
     kv_case_list cases = { 0 };
     if (kv_driver_load(argc, argv, kv_runner_claims, NULL, &files, &cases) != KV_OK) {
@@ -344,8 +402,9 @@ int main(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     kv_driver_options_init(&c.o);
     c.filters = calloc((size_t)argc, sizeof *c.filters);
+    c.backends = calloc((size_t)argc, sizeof *c.backends);
     c.paths = calloc((size_t)argc, sizeof *c.paths);
-    if (c.filters == NULL || c.paths == NULL) {
+    if (c.filters == NULL || c.paths == NULL || c.backends == NULL) {
         fprintf(stderr, "kvrun: out of memory\n");
         return 1;
     }
@@ -358,7 +417,7 @@ int main(int argc, char **argv) {
              * initialization would fail. */
             printf("kvrun %s (%d ops)\n", KV_VERSION_STRING, (int)KV_OP_COUNT);
         } else if (c.list_ops) {
-            rc = list_ops();
+            rc = list_ops(c.backends, c.nbackends);
         } else if (c.merge) {
             rc = kv_merge_main(&c);
         } else {
@@ -366,6 +425,7 @@ int main(int argc, char **argv) {
         }
     }
     free(c.filters);
+    free(c.backends);
     free(c.paths);
     return rc;
 }

@@ -167,10 +167,16 @@ static kv_status parse_map(const char *spec, force_map *m) {
             return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: entry '%s': more than %d entries", entry,
                             FORCE_MAX);
         m->e[m->n].op = op;
-        snprintf(m->e[m->n].variant, sizeof m->e[m->n].variant, "%s", vname);
+        /* variant_exists() matched a registered name, which fits. */
+        memcpy(m->e[m->n].variant, vname, strlen(vname) + 1);
         m->n++;
     }
     return KV_OK;
+}
+
+kv_status kv_tune_force_parse(const char *spec) {
+    force_map m;
+    return parse_map(spec, &m);
 }
 
 kv_status kv_tune_force_set(const char *spec) {

@@ -86,6 +86,12 @@ int64_t kv_tune_retune_after(void);
 /* ---- force.c ---- */
 /* The forced variant name of op, NULL when none (lock-free). */
 const char *kv_tune_force_lookup(const kv_op *op);
+/* Parses and checks a force map (the KV_PERFDISPATCH_FORCE grammar, "?"
+ * not included) without installing it; what kv_tune_force_set does first.
+ * Nothing is allocated, so tests/fuzz/fuzz_env.c can call it at will
+ * (kv_tune_force_set keeps every map it replaces, since readers may hold
+ * one). */
+kv_status kv_tune_force_parse(const char *spec);
 /* Loads the environment once; KV_OK, or the stored error re-raised on
  * this thread. */
 kv_status kv_tune_env_ready(void);

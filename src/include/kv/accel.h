@@ -119,6 +119,13 @@ bool kv_accel_special_enabled(kv_accel_special which);
 void kv_accel_special_set_enabled(kv_accel_special which, bool enabled);
 const char *kv_accel_special_name(kv_accel_special which);
 
+/* TEST ONLY (tests/test_fastpath_check.c): with `on` true both gates say
+ * yes to every call whose op has a kernel of its own at the target (the
+ * kill switch still wins), whatever its arguments carry: the broken gate
+ * the runner's fastpath check must catch on lazy-bit and mode cases.
+ * Process wide. Never call it outside tests. */
+void kv_accel_gate_force_for_tests(bool on);
+
 /* Re-reads KV_ACCEL_TARGET, KV_REDISPATCH_GATE, KV_NO_REDISPATCH and
  * KV_ACCEL_DISABLE (tests; kv_init does it once). On a malformed value
  * nothing changes and the error names the variable and the value. */

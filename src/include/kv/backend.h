@@ -76,6 +76,14 @@ typedef struct kv_host_api {
     int (*op_builtin_id)(const kv_op *op);
     kv_entry_kind (*op_entry_kind)(const kv_op *op, kv_key key);
     kv_status (*redispatch)(const kv_op *op, kv_keyset ks, kv_stack *stack);
+    /* kv_backend_call_reference, below */
+    kv_status (*call_reference)(const kv_op *op, kv_stack *stack);
+    /* a backend fallback (kv_register_fallback), e.g. stage_reference */
+    void (*register_fallback)(kv_key key, kv_kernel_fn fn);
+    kv_kernel_fn stage_reference; /* kv_backend_stage_reference, below */
+    /* kv/tune.h: a plugin's kernels may be perf_dispatch variants */
+    kv_status (*tune_register_variant)(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
+                                       bool (*pred)(const kv_op *op, const kv_stack *stack));
     const char *(*key_name)(kv_key k);
     const char *(*device_type_name)(kv_device_type t);
     /* stacks (kv/stack.h) */
@@ -99,6 +107,7 @@ typedef struct kv_host_api {
     size_t (*dtype_size)(kv_dtype dt);
     const char *(*dtype_name)(kv_dtype dt);
     kv_dtype (*result_type)(const kv_tensor *const *tensors, int ntensors, const kv_scalar *scalars, int nscalars);
+    bool (*can_cast)(kv_dtype from, kv_dtype to);
     kv_status (*broadcast_shapes)(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out, int *nout);
     int (*wrap_dim)(int64_t dim, int ndim, const char *op, const char *arg);
     double (*scalar_to_double)(kv_scalar s);
@@ -226,6 +235,19 @@ kv_tensor *kv_backend_readable(const kv_tensor *t);
 /* Waits for the device of type t to finish queued work (no-op for host
  * memory). */
 kv_status kv_backend_synchronize(kv_device_type t);
+
+/* Runs op's CPU reference kernel on the stack (the perf_dispatch "ref"
+ * variant when the CPU key holds a variant set, so no tuning and no
+ * optimized variant): what a plugin calls to reuse the references. */
+kv_status kv_backend_call_reference(const kv_op *op, kv_stack *stack);
+
+/* A kernel (kv_kernel_fn) for any op on the backend that the key set's
+ * highest backend key names: the op's CPU reference on host copies of its
+ * device tensors, with written arguments copied back and results moved to
+ * the device. Registered as a backend's fallback (CUDA), ops it lacks
+ * still run on it, while the runner still counts them UNSUPPORTED for it
+ * (a fallback is not a kernel of the backend's own). */
+kv_status kv_backend_stage_reference(const kv_op *op, kv_keyset ks, kv_stack *stack);
 
 /* For plugins whose memory the host can reach through a translation (SIM):
  * a CPU tensor with t's geometry, dtype and functionality keys over a

@@ -146,7 +146,8 @@ kv_status kv_gen_accel_load_text(const char *source, const char *text, const kv_
         if (st != KV_OK) return st;
         p = *end ? end + 1 : end;
     }
-    qsort(out->items, (size_t)out->n, sizeof *out->items, by_op_name);
+    /* qsort's array may not be NULL even for zero elements (UBSan). */
+    if (out->n > 1) qsort(out->items, (size_t)out->n, sizeof *out->items, by_op_name);
     return KV_OK;
 }
 

@@ -1,0 +1,397 @@
+/* Optimized mm, bmm and addmm: a blocked, packed product (GotoBLAS's
+ * loop order: panels of B of KC x NC, blocks of A of MC x KC, both packed
+ * into micro-panels, then an MR x NR register tile per micro-kernel
+ * call), with three micro-kernels:
+ *   "blocked"  plain C (4 x 8), vectorized by the compiler for SSE2, no FMA;
+ *   "avx2"     AVX2 + FMA intrinsics, 6 x 16 f32 / 6 x 8 f64;
+ *   "avx512"   AVX-512F + FMA intrinsics, 8 x 32 f32 / 8 x 16 f64.
+ * The SIMD kernels are FMA by design: each product is added without being
+ * rounded first, which only lowers the error. Predicates ask the CPU.
+ *
+ * Numerics: each output is a dot product of length K accumulated in the
+ * output dtype, in blocks of KC (ascending within a block, blocks added
+ * in order): within gamma_K * sum|a||b|, inside the table's
+ * gamma_{K+1} * sum|a||b| (Higham 3.5). With fill=exact every partial
+ * sum is an exactly representable integer: bitwise. An output that comes
+ * out Inf or NaN is recomputed the reference's way (f64, ascending k),
+ * because an f32 partial sum can overflow where the reference's f64 one
+ * does not. addmm applies beta*self + alpha*acc in f64, as the reference,
+ * and never reads self when beta is 0.
+ *
+ * Scope: f32 and f64 with equal dtypes, any strides (packing reads
+ * through them), empty dims; other dtypes and every error go to "ref". */
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+#include "kv/op_ids.h"
+
+#define KC 256
+#define MC 96
+#define NC 2048
+#define MAX_MR 8
+#define MAX_NR 32
+
+typedef struct mm_prob {
+    kv_dtype dt;
+    int64_t n, k, m;
+    const char *a;
+    int64_t as0, as1;
+    const char *b;
+    int64_t bs0, bs1;
+    char *c; /* contiguous n x m */
+} mm_prob;
+
+/* A micro-kernel: t[MR x NR] = sum over p < kc of ap[p][i] * bp[p][j]. */
+typedef void (*mm_uk_f32)(int64_t kc, const float *ap, const float *bp, float *t);
+typedef void (*mm_uk_f64)(int64_t kc, const double *ap, const double *bp, double *t);
+
+typedef struct mm_kernel {
+    const char *name;
+    int mr32, nr32, mr64, nr64;
+    mm_uk_f32 f32;
+    mm_uk_f64 f64;
+} mm_kernel;
+
+/* ---- micro-kernels ---- */
+
+static void uk_generic_f32(int64_t kc, const float *ap, const float *bp, float *t) {
+    float acc[4][8];
+    memset(acc, 0, sizeof acc);
+    for (int64_t p = 0; p < kc; p++)
+        for (int i = 0; i < 4; i++) {
+            const float a = ap[p * 4 + i];
+            for (int j = 0; j < 8; j++) acc[i][j] += a * bp[p * 8 + j];
+        }
+    memcpy(t, acc, sizeof acc);
+}
+
+static void uk_generic_f64(int64_t kc, const double *ap, const double *bp, double *t) {
+    double acc[4][8];
+    memset(acc, 0, sizeof acc);
+    for (int64_t p = 0; p < kc; p++)
+        for (int i = 0; i < 4; i++) {
+            const double a = ap[p * 4 + i];
+            for (int j = 0; j < 8; j++) acc[i][j] += a * bp[p * 8 + j];
+        }
+    memcpy(t, acc, sizeof acc);
+}
+
+__attribute__((target("avx2,fma"))) static void uk_avx2_f32(int64_t kc, const float *ap, const float *bp, float *t) {
+    __m256 c[6][2];
+    for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < kc; p++) {
+        const __m256 b0 = _mm256_loadu_ps(bp + p * 16), b1 = _mm256_loadu_ps(bp + p * 16 + 8);
+        for (int i = 0; i < 6; i++) {
+            const __m256 a = _mm256_broadcast_ss(ap + p * 6 + i);
+            c[i][0] = _mm256_fmadd_ps(a, b0, c[i][0]);
+            c[i][1] = _mm256_fmadd_ps(a, b1, c[i][1]);
+        }
+    }
+    for (int i = 0; i < 6; i++) {
+        _mm256_storeu_ps(t + i * 16, c[i][0]);
+        _mm256_storeu_ps(t + i * 16 + 8, c[i][1]);
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void uk_avx2_f64(int64_t kc, const double *ap, const double *bp, double *t) {
+    __m256d c[6][2];
+    for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_pd();
+    for (int64_t p = 0; p < kc; p++) {
+        const __m256d b0 = _mm256_loadu_pd(bp + p * 8), b1 = _mm256_loadu_pd(bp + p * 8 + 4);
+        for (int i = 0; i < 6; i++) {
+            const __m256d a = _mm256_broadcast_sd(ap + p * 6 + i);
+            c[i][0] = _mm256_fmadd_pd(a, b0, c[i][0]);
+            c[i][1] = _mm256_fmadd_pd(a, b1, c[i][1]);
+        }
+    }
+    for (int i = 0; i < 6; i++) {
+        _mm256_storeu_pd(t + i * 8, c[i][0]);
+        _mm256_storeu_pd(t + i * 8 + 4, c[i][1]);
+    }
+}
+
+__attribute__((target("avx512f"))) static void uk_avx512_f32(int64_t kc, const float *ap, const float *bp, float *t) {
+    __m512 c[8][2];
+    for (int i = 0; i < 8; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < kc; p++) {
+        const __m512 b0 = _mm512_loadu_ps(bp + p * 32), b1 = _mm512_loadu_ps(bp + p * 32 + 16);
+        for (int i = 0; i < 8; i++) {
+            const __m512 a = _mm512_set1_ps(ap[p * 8 + i]);
+            c[i][0] = _mm512_fmadd_ps(a, b0, c[i][0]);
+            c[i][1] = _mm512_fmadd_ps(a, b1, c[i][1]);
+        }
+    }
+    for (int i = 0; i < 8; i++) {
+        _mm512_storeu_ps(t + i * 32, c[i][0]);
+        _mm512_storeu_ps(t + i * 32 + 16, c[i][1]);
+    }
+}
+
+__attribute__((target("avx512f"))) static void uk_avx512_f64(int64_t kc, const double *ap, const double *bp, double *t) {
+    __m512d c[8][2];
+    for (int i = 0; i < 8; i++) c[i][0] = c[i][1] = _mm512_setzero_pd();
+    for (int64_t p = 0; p < kc; p++) {
+        const __m512d b0 = _mm512_loadu_pd(bp + p * 16), b1 = _mm512_loadu_pd(bp + p * 16 + 8);
+        for (int i = 0; i < 8; i++) {
+            const __m512d a = _mm512_set1_pd(ap[p * 8 + i]);
+            c[i][0] = _mm512_fmadd_pd(a, b0, c[i][0]);
+            c[i][1] = _mm512_fmadd_pd(a, b1, c[i][1]);
+        }
+    }
+    for (int i = 0; i < 8; i++) {
+        _mm512_storeu_pd(t + i * 16, c[i][0]);
+        _mm512_storeu_pd(t + i * 16 + 8, c[i][1]);
+    }
+}
+
+static const mm_kernel k_blocked = { "blocked", 4, 8, 4, 8, uk_generic_f32, uk_generic_f64 };
+static const mm_kernel k_avx2 = { "avx2", 6, 16, 6, 8, uk_avx2_f32, uk_avx2_f64 };
+static const mm_kernel k_avx512 = { "avx512", 8, 32, 8, 16, uk_avx512_f32, uk_avx512_f64 };
+
+/* ---- the blocked driver, once per element type ---- */
+
+#define MM_DRIVER(T, SFX)                                                                          \
+    static bool mm_blocked_##SFX(const mm_prob *pr, int mr, int nr,                                \
+                                 void (*uk)(int64_t, const T *, const T *, T *)) {                 \
+        const T *A = (const T *)pr->a, *B = (const T *)pr->b;                                      \
+        T *C = (T *)pr->c;                                                                         \
+        const int64_t n = pr->n, k = pr->k, m = pr->m;                                             \
+        const int64_t nc_max = NC < m ? NC : m;                                                    \
+        T *bp = malloc(sizeof(T) * (size_t)KC * (size_t)((nc_max + nr - 1) / nr * nr));            \
+        T *ap = malloc(sizeof(T) * (size_t)KC * (size_t)((MC + mr - 1) / mr * mr));                \
+        if (bp == NULL || ap == NULL) {                                                            \
+            free(bp);                                                                              \
+            free(ap);                                                                              \
+            return false;                                                                          \
+        }                                                                                          \
+        T tile[MAX_MR * MAX_NR];                                                                   \
+        for (int64_t jc = 0; jc < m; jc += NC) {                                                   \
+            const int64_t nc = m - jc < NC ? m - jc : NC;                                          \
+            for (int64_t pc = 0; pc < k; pc += KC) {                                               \
+                const int64_t kc = k - pc < KC ? k - pc : KC;                                      \
+                for (int64_t js = 0; js < nc; js += nr) {                                          \
+                    T *dst = bp + js * kc;                                                         \
+                    for (int64_t p = 0; p < kc; p++)                                               \
+                        for (int jj = 0; jj < nr; jj++) {                                          \
+                            const int64_t col = jc + js + jj;                                      \
+                            dst[p * nr + jj] = col < jc + nc ? B[(pc + p) * pr->bs0 + col * pr->bs1] : (T)0; \
+                        }                                                                          \
+                }                                                                                  \
+                for (int64_t ic = 0; ic < n; ic += MC) {                                           \
+                    const int64_t mcur = n - ic < MC ? n - ic : MC;                                \
+                    for (int64_t is = 0; is < mcur; is += mr) {                                    \
+                        T *dst = ap + is * kc;                                                     \
+                        for (int64_t p = 0; p < kc; p++)                                           \
+                            for (int ii = 0; ii < mr; ii++) {                                      \
+                                const int64_t row = ic + is + ii;                                  \
+                                dst[p * mr + ii] = row < ic + mcur ? A[row * pr->as0 + (pc + p) * pr->as1] : (T)0; \
+                            }                                                                      \
+                    }                                                                              \
+                    for (int64_t js = 0; js < nc; js += nr) {                                      \
+                        for (int64_t is = 0; is < mcur; is += mr) {                                \
+                            uk(kc, ap + is * kc, bp + js * kc, tile);                              \
+                            const int64_t ri = mcur - is < mr ? mcur - is : mr;                    \
+                            const int64_t cj = nc - js < nr ? nc - js : nr;                        \
+                            for (int64_t i = 0; i < ri; i++) {                                     \
+                                T *crow = C + (ic + is + i) * m + jc + js;                         \
+                                const T *trow = tile + i * nr;                                     \
+                                if (pc == 0)                                                       \
+                                    for (int64_t j = 0; j < cj; j++) crow[j] = trow[j];            \
+                                else                                                               \
+                                    for (int64_t j = 0; j < cj; j++) crow[j] += trow[j];           \
+                            }                                                                      \
+                        }                                                                          \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        if (k == 0)                                                                                \
+            for (int64_t i = 0; i < n * m; i++) C[i] = (T)0;                                       \
+        free(bp);                                                                                  \
+        free(ap);                                                                                  \
+        return true;                                                                               \
+    }
+MM_DRIVER(float, f32)
+MM_DRIVER(double, f64)
+
+/* The reference's computation of one output: f64, k ascending. */
+static double mm_ref_dot(const mm_prob *pr, int64_t i, int64_t j) {
+    double acc = 0.0;
+    if (pr->dt == KV_F32) {
+        const float *A = (const float *)pr->a, *B = (const float *)pr->b;
+        for (int64_t p = 0; p < pr->k; p++) acc += (double)A[i * pr->as0 + p * pr->as1] * (double)B[p * pr->bs0 + j * pr->bs1];
+    } else {
+        const double *A = (const double *)pr->a, *B = (const double *)pr->b;
+        for (int64_t p = 0; p < pr->k; p++) acc += A[i * pr->as0 + p * pr->as1] * B[p * pr->bs0 + j * pr->bs1];
+    }
+    return acc;
+}
+
+/* acc (n x m) into out, in place: out = beta*self + alpha*acc, or the
+ * plain product; non-finite f32 outputs are recomputed (file comment). */
+typedef struct mm_epilogue {
+    bool scale;
+    double alpha, beta;
+    bool use_self;
+    const char *self;
+    int64_t ss0, ss1;
+} mm_epilogue;
+
+static void mm_finish(const mm_prob *pr, const mm_epilogue *ep) {
+    const int64_t n = pr->n, m = pr->m;
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t j = 0; j < m; j++) {
+            double v;
+            if (pr->dt == KV_F32) {
+                float *c = (float *)pr->c + i * m + j;
+                if (isfinite(*c) && !ep->scale) continue;
+                v = isfinite(*c) ? (double)*c : mm_ref_dot(pr, i, j);
+            } else {
+                v = ((double *)pr->c)[i * m + j];
+                if (isfinite(v) && !ep->scale) continue;
+                if (!isfinite(v)) v = mm_ref_dot(pr, i, j);
+            }
+            if (ep->scale) {
+                v = ep->alpha * v;
+                if (ep->use_self) {
+                    const int64_t off = i * ep->ss0 + j * ep->ss1;
+                    const double s = pr->dt == KV_F32 ? (double)((const float *)ep->self)[off]
+                                                      : ((const double *)ep->self)[off];
+                    v = ep->beta * s + v;
+                }
+            }
+            if (pr->dt == KV_F32) ((float *)pr->c)[i * m + j] = (float)v;
+            else ((double *)pr->c)[i * m + j] = v;
+        }
+    }
+}
+
+static bool mm_run(const mm_prob *pr, const mm_kernel *kn, const mm_epilogue *ep) {
+    if (pr->n > 0 && pr->m > 0) {
+        const bool ok = pr->dt == KV_F32 ? mm_blocked_f32(pr, kn->mr32, kn->nr32, kn->f32)
+                                         : mm_blocked_f64(pr, kn->mr64, kn->nr64, kn->f64);
+        if (!ok) return false;
+    }
+    mm_finish(pr, ep);
+    return true;
+}
+
+/* ---- analysis ---- */
+
+static bool mm_operand(const kv_stack *s, int i, int ndim, const kv_tensor **out) {
+    if (i >= s->size || s->slots[i].tag != KV_IV_TENSOR) return false;
+    const kv_tensor *t = s->slots[i].v.tensor;
+    if (!kv_cpu_plain(t) || t->ndim != ndim || (t->dtype != KV_F32 && t->dtype != KV_F64)) return false;
+    *out = t;
+    return true;
+}
+
+/* addmm's scalars: real (a complex value is the reference's business). */
+static bool mm_real_scalar(const kv_stack *s, int i, double *out) {
+    if (i >= s->size || s->slots[i].tag != KV_IV_SCALAR) return false;
+    const kv_scalar v = s->slots[i].v.scalar;
+    if (v.kind == KV_SCALAR_COMPLEX) return false;
+    *out = kv_scalar_to_double(v);
+    return true;
+}
+
+typedef struct mm_call {
+    int id;
+    const kv_tensor *a, *b, *self;
+    int64_t ss[2];
+    double alpha, beta;
+} mm_call;
+
+static bool mm_analyze(const kv_op *op, const kv_stack *s, mm_call *c) {
+    memset(c, 0, sizeof *c);
+    c->id = kv_op_builtin_id(op);
+    switch (c->id) {
+    case KV_OP_MM:
+        if (!mm_operand(s, 0, 2, &c->a) || !mm_operand(s, 1, 2, &c->b)) return false;
+        return c->a->dtype == c->b->dtype && c->a->sizes[1] == c->b->sizes[0];
+    case KV_OP_BMM:
+        if (!mm_operand(s, 0, 3, &c->a) || !mm_operand(s, 1, 3, &c->b)) return false;
+        return c->a->dtype == c->b->dtype && c->a->sizes[0] == c->b->sizes[0] && c->a->sizes[2] == c->b->sizes[1];
+    case KV_OP_ADDMM: {
+        if (!mm_operand(s, 1, 2, &c->a) || !mm_operand(s, 2, 2, &c->b)) return false;
+        if (s->slots[0].tag != KV_IV_TENSOR) return false;
+        c->self = s->slots[0].v.tensor;
+        if (!kv_cpu_plain(c->self) || c->self->dtype != c->a->dtype || c->a->dtype != c->b->dtype) return false;
+        if (c->a->sizes[1] != c->b->sizes[0] || c->self->ndim > 2) return false;
+        const int64_t want[2] = { c->a->sizes[0], c->b->sizes[1] };
+        for (int d = 0; d < c->self->ndim; d++) {
+            const int od = 2 - c->self->ndim + d;
+            if (c->self->sizes[d] == want[od]) c->ss[od] = c->self->strides[d];
+            else if (c->self->sizes[d] != 1) return false;
+        }
+        return mm_real_scalar(s, 3, &c->beta) && mm_real_scalar(s, 4, &c->alpha);
+    }
+    default: return false;
+    }
+}
+
+static bool mm_pred(const kv_op *op, const kv_stack *s) {
+    mm_call c;
+    return mm_analyze(op, s, &c);
+}
+
+bool kv_cpu_mm_blocked_pred(const kv_op *op, const kv_stack *s) { return mm_pred(op, s); }
+bool kv_cpu_mm_avx2_pred(const kv_op *op, const kv_stack *s) { return kv_cpu_has(KV_CPU_ISA_AVX2) && mm_pred(op, s); }
+bool kv_cpu_mm_avx512_pred(const kv_op *op, const kv_stack *s) { return kv_cpu_has(KV_CPU_ISA_AVX512) && mm_pred(op, s); }
+
+static kv_status mm_kernel_run(const kv_op *op, kv_stack *stack, const mm_kernel *kn) {
+    mm_call c;
+    if (!mm_analyze(op, stack, &c))
+        return kv_error(KV_ERR_INVALID_ARG, "%s: the %s matmul variant does not cover this call", kv_op_name(op), kn->name);
+    const kv_dtype dt = c.a->dtype;
+    const int64_t es = (int64_t)kv_dtype_size(dt);
+    kv_tensor *out;
+    mm_epilogue ep = { false, 1.0, 0.0, false, NULL, 0, 0 };
+    if (c.id == KV_OP_BMM) {
+        const int64_t sizes[3] = { c.a->sizes[0], c.a->sizes[1], c.b->sizes[2] };
+        out = kv_cpu_new(sizes, 3, dt);
+        if (out == NULL) return kv_last_error();
+        for (int64_t bi = 0; bi < sizes[0]; bi++) {
+            const mm_prob pr = { dt, sizes[1], c.a->sizes[2], sizes[2],
+                                 (const char *)kv_tensor_data(c.a) + bi * c.a->strides[0] * es, c.a->strides[1],
+                                 c.a->strides[2],
+                                 (const char *)kv_tensor_data(c.b) + bi * c.b->strides[0] * es, c.b->strides[1],
+                                 c.b->strides[2], (char *)kv_tensor_data(out) + bi * sizes[1] * sizes[2] * es };
+            if (!mm_run(&pr, kn, &ep)) goto oom;
+        }
+    } else {
+        const int64_t sizes[2] = { c.a->sizes[0], c.b->sizes[1] };
+        out = kv_cpu_new(sizes, 2, dt);
+        if (out == NULL) return kv_last_error();
+        if (c.id == KV_OP_ADDMM) {
+            ep = (mm_epilogue){ true, c.alpha, c.beta, c.beta != 0.0, kv_tensor_data(c.self), c.ss[0], c.ss[1] };
+        }
+        const mm_prob pr = { dt, sizes[0], c.a->sizes[1], sizes[1], kv_tensor_data(c.a), c.a->strides[0],
+                             c.a->strides[1], kv_tensor_data(c.b), c.b->strides[0], c.b->strides[1],
+                             kv_tensor_data(out) };
+        if (!mm_run(&pr, kn, &ep)) goto oom;
+    }
+    kv_stack_return_tensor(stack, out);
+    return KV_OK;
+oom:
+    kv_tensor_release(out);
+    return kv_error(KV_ERR_OOM, "%s: no memory for the packed panels", kv_op_name(op));
+}
+
+kv_status kv_cpu_mm_blocked_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    (void)ks;
+    return mm_kernel_run(op, stack, &k_blocked);
+}
+
+kv_status kv_cpu_mm_avx2_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    (void)ks;
+    return mm_kernel_run(op, stack, &k_avx2);
+}
+
+kv_status kv_cpu_mm_avx512_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    (void)ks;
+    return mm_kernel_run(op, stack, &k_avx512);
+}

@@ -1,0 +1,93 @@
+/* The CPU backend's variant sets: "ref" for every op (the kernel
+ * kernels/ref registered at the CPU key, still the golden reference) and
+ * the optimized variants of kernels/cpu, in the order the tuner lists
+ * them (a tie goes to the earlier one; without tuning the last compatible
+ * one runs, so the most specialized come last). */
+#include "cpu/cpu.h"
+
+#include <stddef.h>
+
+#include "kv/op_ids.h"
+#include "kv/tune.h"
+
+typedef struct cpu_variant {
+    const char *op;
+    const char *name;
+    kv_kernel_fn fn;
+    kv_tune_pred_fn pred;
+} cpu_variant;
+
+#define EW(op)                                                            \
+    { op, "sse2", kv_cpu_ew_sse2_kernel, kv_cpu_ew_sse2_pred },           \
+    { op, "avx2", kv_cpu_ew_avx2_kernel, kv_cpu_ew_avx2_pred },           \
+    { op, "avx512", kv_cpu_ew_avx512_kernel, kv_cpu_ew_avx512_pred },     \
+    { op, "threads", kv_cpu_ew_threads_kernel, kv_cpu_ew_threads_pred }
+
+#define RED(op)                                                               \
+    { op, "vec", kv_cpu_reduce_vec_kernel, kv_cpu_reduce_pred },              \
+    { op, "pairwise", kv_cpu_reduce_pairwise_kernel, kv_cpu_reduce_pred }
+
+#define MM(op)                                                                \
+    { op, "blocked", kv_cpu_mm_blocked_kernel, kv_cpu_mm_blocked_pred },      \
+    { op, "avx2", kv_cpu_mm_avx2_kernel, kv_cpu_mm_avx2_pred },               \
+    { op, "avx512", kv_cpu_mm_avx512_kernel, kv_cpu_mm_avx512_pred }
+
+#define DIRECT(op, family) { op, "direct", kv_cpu_##family##_kernel, kv_cpu_##family##_pred }
+
+static const cpu_variant cpu_variants[] = {
+    /* elementwise */
+    EW("add.Tensor"), EW("add_.Tensor"), EW("sub.Tensor"), EW("mul.Tensor"), EW("mul_.Tensor"), EW("div.Tensor"),
+    EW("maximum"), EW("minimum"), EW("pow.Tensor_Scalar"), EW("neg"), EW("abs"), EW("exp"), EW("log"), EW("sqrt"),
+    EW("rsqrt"), EW("sin"), EW("cos"), EW("tanh"), EW("sigmoid"), EW("relu"), EW("gelu"), EW("silu"), EW("clamp"),
+    EW("clamp_.Tensor"), EW("clamp.Tensor"), EW("where.self"), EW("eq.Tensor"), EW("lt.Tensor"),
+    EW("gelu_backward"),
+    /* reductions */
+    RED("sum.dim_IntList"), RED("mean.dim"), RED("prod.dim_int"), RED("amax"), RED("argmax"),
+    /* matmul */
+    MM("mm"), MM("bmm"), MM("addmm"),
+    /* normalization */
+    { "_softmax", "vec", kv_cpu_softmax_vec_kernel, kv_cpu_softmax_pred },
+    { "_softmax", "fused", kv_cpu_softmax_fused_kernel, kv_cpu_softmax_pred },
+    { "_log_softmax", "vec", kv_cpu_softmax_vec_kernel, kv_cpu_softmax_pred },
+    { "_log_softmax", "fused", kv_cpu_softmax_fused_kernel, kv_cpu_softmax_pred },
+    { "native_layer_norm", "vec", kv_cpu_norm_vec_kernel, kv_cpu_norm_vec_pred },
+    { "native_layer_norm", "fused", kv_cpu_norm_fused_kernel, kv_cpu_norm_fused_pred },
+    { "native_group_norm", "fused", kv_cpu_norm_fused_kernel, kv_cpu_norm_fused_pred },
+    /* moving and filling memory */
+    DIRECT("fill_.Scalar", copy), DIRECT("zero_", copy), DIRECT("copy_", copy), DIRECT("clone", copy),
+    DIRECT("contiguous", copy), DIRECT("_to_copy", copy), DIRECT("empty.memory_format", copy),
+    DIRECT("zeros", copy), DIRECT("ones", copy), DIRECT("full", copy), DIRECT("arange", copy),
+    DIRECT("_efficientzerotensor", copy), DIRECT("cat", copy), DIRECT("stack", copy),
+    DIRECT("index_select", copy), DIRECT("embedding", copy),
+    /* views */
+    DIRECT("view", view), DIRECT("reshape", view), DIRECT("_unsafe_view", view), DIRECT("transpose.int", view),
+    DIRECT("t", view), DIRECT("permute", view), DIRECT("select.int", view), DIRECT("slice.Tensor", view),
+    DIRECT("squeeze", view), DIRECT("squeeze.dim", view), DIRECT("unsqueeze", view), DIRECT("expand", view),
+    DIRECT("as_strided", view), DIRECT("detach", view), DIRECT("unfold", view),
+    /* lazy bits */
+    DIRECT("conj", lazy), DIRECT("_conj", lazy), DIRECT("conj_physical", lazy), DIRECT("resolve_conj", lazy),
+    DIRECT("_neg_view", lazy), DIRECT("resolve_neg", lazy), DIRECT("is_conj", lazy), DIRECT("is_neg", lazy),
+    DIRECT("_is_zerotensor", lazy),
+    /* backward */
+    DIRECT("as_strided_backward", backward), DIRECT("unfold_backward", backward),
+    DIRECT("index_select_backward", backward), DIRECT("embedding_dense_backward", backward),
+};
+
+kv_status kv_cpu_variants_register(void) {
+    for (int id = 0; id < KV_OP_COUNT; id++) {
+        const kv_op *op = kv_op_find(kv_op_names[id]);
+        if (op == NULL) return kv_last_error();
+        /* Registered already (a second kv_tune_register): nothing to do. */
+        if (kv_tune_variant_count(op, KV_KEY_CPU) > 0) return KV_OK;
+        if (kv_op_entry_kind(op, KV_KEY_CPU) != KV_ENTRY_KERNEL)
+            return kv_error(KV_ERR_INTERNAL, "%s: no CPU reference kernel to register as variant 'ref'", kv_op_names[id]);
+        kv_status st = kv_tune_register_variant(kv_op_names[id], KV_KEY_CPU, "ref", kv_op_entry_fn(op, KV_KEY_CPU), NULL);
+        if (st != KV_OK) return st;
+    }
+    for (size_t i = 0; i < sizeof cpu_variants / sizeof cpu_variants[0]; i++) {
+        const cpu_variant *v = &cpu_variants[i];
+        kv_status st = kv_tune_register_variant(v->op, KV_KEY_CPU, v->name, v->fn, v->pred);
+        if (st != KV_OK) return st;
+    }
+    return KV_OK;
+}

@@ -1,0 +1,79 @@
+#!/bin/sh
+# Instrumented builds beside the normal one: `tests/configs.sh CONFIG
+# [NINJA TARGET...]` writes build-CONFIG/build.ninja and runs ninja on it.
+#
+# The generated file is build.ninja itself with two mechanical changes, so
+# every edge anyone adds to build.ninja is in every config without a second
+# list to keep in step:
+#   - every path under build/ moves to build-CONFIG/ (objects, generated
+#     headers, tools, tests, plugins, ninja's own log: `builddir`);
+#   - before the first rule, the config's compiler and flags are bound on
+#     top of the defaults (`cflags = $cflags ...`: later flags win, so -O0
+#     beats the -O2 above it). The link rule passes $cflags to the driver,
+#     which is how the sanitizer and gcov runtimes get linked. Warnings
+#     stay on but are not errors here: -O0/-O1 and instrumentation change
+#     which diagnostics gcc emits, and the normal build enforces them.
+# Backend plugins link with -z defs (no undefined symbols); instrumented
+# code calls into its runtime, which the executable (sanitizers) or the
+# plugin's own link (gcov) provides, so these configs link plugins with
+# the instrumentation flags instead.
+#
+# Configs:
+#   cov   gcc --coverage -O0, and tests/cov_exit.c wrapped around _exit()
+#         so forked workers write their counts too  (tests/coverage.sh)
+#   asan  gcc AddressSanitizer + UndefinedBehaviorSanitizer (tests/sanitize.sh)
+#   tsan  gcc ThreadSanitizer                     (tests/sanitize.sh)
+#   fuzz  clang libFuzzer instrumentation + ASan + UBSan (tests/fuzz/run.sh)
+# The normal build/ is never touched.
+set -eu
+cfg=${1:?usage: tests/configs.sh cov|asan|tsan|fuzz [NINJA TARGET...]}
+shift
+
+san_common="-fno-omit-frame-pointer -fno-sanitize-recover=all -Wno-error"
+libs=""
+case "$cfg" in
+cov)  cc=gcc;   extra="-O0 --coverage -Wno-error"
+      libs="build-cov/obj/cov_exit.o -Wl,--wrap=_exit" ;;
+asan) cc=gcc;   extra="-O1 -fsanitize=address,undefined $san_common" ;;
+tsan) cc=gcc;   extra="-O1 -fsanitize=thread -fno-omit-frame-pointer -Wno-error" ;;
+# glibc defines C11's CMPLX only for gcc (it tests __GNUC__ >= 4.7, and
+# clang says 4.2); clang has the builtin it expands to.
+fuzz) cc=clang; extra="-O1 -fsanitize=fuzzer-no-link,address,undefined $san_common"
+      extra="$extra '-DCMPLX(x,y)=__builtin_complex((double)(x),(double)(y))'" ;;
+*) echo "tests/configs.sh: unknown config '$cfg' (cov, asan, tsan, fuzz)" >&2; exit 2 ;;
+esac
+
+dir="build-$cfg"
+mkdir -p "$dir"
+tmp="$dir/build.ninja.tmp"
+# `build/` starting a path: at the start of a line, after a blank, `|`,
+# `=` or `:`, or glued to -I.
+sed -E \
+    -e "s#^builddir = build\$#builddir = $dir#" \
+    -e "s#(^|[[:space:]|=:]|-I)build/#\\1$dir/#g" \
+    -e 's#-shared -Wl,-z,defs#-shared $cflags#' \
+    build.ninja |
+awk -v cfg="$cfg" -v cc="$cc" -v extra="$extra" -v libs="$libs" '
+    !done && /^rule / {
+        print "# ---- config " cfg " (written by tests/configs.sh; edit build.ninja) ----"
+        print "cc = " cc
+        print "cflags = $cflags " extra
+        if (libs != "") print "libs = $libs " libs
+        print ""
+        done = 1
+    }
+    { print }
+    END {
+        if (libs != "") {
+            print ""
+            print "# ---- config " cfg ": linked into every program (tests/configs.sh) ----"
+            print "build build-" cfg "/obj/cov_exit.o: cc tests/cov_exit.c"
+        }
+    }
+' >"$tmp"
+# Rewriting an unchanged file would make ninja re-read it for nothing.
+if cmp -s "$tmp" "$dir/build.ninja"; then rm -f "$tmp"; else mv "$tmp" "$dir/build.ninja"; fi
+
+# Programs link the config's extra object, which no edge lists as an input.
+case "$cfg" in cov) ninja -f "$dir/build.ninja" "$dir/obj/cov_exit.o" >/dev/null ;; esac
+exec ninja -f "$dir/build.ninja" -j"${KV_JOBS:-2}" "$@"

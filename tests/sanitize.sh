@@ -1,0 +1,53 @@
+#!/bin/sh
+# `ninja asan` / `ninja tsan`: the sanitizer builds (tests/configs.sh).
+#
+#   asan  AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer in
+#         one build (build-asan/): every unit test, the whole case suite in
+#         this process (--isolate=none, so a report names the case's own
+#         frames), and the fuzz seed corpora through the replay programs.
+#   tsan  ThreadSanitizer (build-tsan/): the concurrency tests, eight
+#         threads dispatching through kv_call, the typed API and the accel
+#         fast path while the tuner tunes and caches (test_dispatch_threads)
+#         and while the gate and kill switch flip (test_accel_threads).
+#
+# Any sanitizer report fails the program it happened in (halt_on_error;
+# the builds use -fno-sanitize-recover), and so the run.
+set -eu
+cfg=${1:?usage: tests/sanitize.sh asan|tsan}
+bdir="build-$cfg"
+status=0
+
+case "$cfg" in
+asan)
+    # tests/lsan.supp: the one leak a test makes on purpose.
+    export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1"
+    export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan.supp:print_suppressions=0"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+    sh tests/configs.sh asan all
+    KVRUN=$bdir/kvrun sh tests/units.sh "$bdir/tests" || status=1
+    echo "=== $bdir/kvrun cases/ --isolate=none"
+    "$bdir/kvrun" cases/ --isolate=none --report-dir="$bdir/suite-report" || status=1
+    for name in grammar schema npy env; do
+        echo "=== $bdir/fuzz/replay_$name tests/fuzz/$name/"
+        "$bdir/fuzz/replay_$name" "tests/fuzz/$name/" || status=1
+    done
+    ;;
+tsan)
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+    sh tests/configs.sh tsan "$bdir/tests/test_dispatch_threads" "$bdir/tests/test_accel_threads"
+    for t in test_dispatch_threads test_accel_threads; do
+        echo "=== $bdir/tests/$t"
+        "$bdir/tests/$t" || status=1
+    done
+    ;;
+*)
+    echo "tests/sanitize.sh: unknown config '$cfg' (asan, tsan)" >&2
+    exit 2
+    ;;
+esac
+
+if [ $status -ne 0 ]; then
+    echo "$cfg: FAILED" >&2
+    exit 1
+fi
+echo "$cfg: clean"

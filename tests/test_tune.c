@@ -1,0 +1,651 @@
+/* perf_dispatch (kv/tune.h): the force grammar and its errors, discovery,
+ * tuning with a fake clock (choice, per-geometry cache, re-tuning), the
+ * log format, pins, reference mode and a thread-safety smoke test.
+ *
+ * Test ops are kvtt_* (registered at run time, so they never clash with
+ * ops.schema). Their variants A, B, C advance a fake clock by a cost the
+ * test sets, which makes the tuner's decision exact and repeatable. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kv/kv.h"
+
+/* ---- the fake clock and the test variants ---- */
+
+static uint64_t g_now;
+static uint64_t fake_clock(void *ctx) {
+    (void)ctx;
+    return g_now;
+}
+
+enum { VA, VB, VC, VN };
+static uint64_t g_cost[VN];
+/* Per-variant costs by call number, so one run can be an outlier. */
+static uint64_t g_cost_seq[VN][16];
+static int g_seq_len[VN];
+static int g_runs[VN];
+
+static void variants_reset(uint64_t a, uint64_t b, uint64_t c) {
+    g_cost[VA] = a;
+    g_cost[VB] = b;
+    g_cost[VC] = c;
+    memset(g_runs, 0, sizeof g_runs);
+    memset(g_seq_len, 0, sizeof g_seq_len);
+}
+
+static kv_status run_variant(int v, kv_stack *stack) {
+    uint64_t cost = g_cost[v];
+    if (g_seq_len[v] > 0) cost = g_cost_seq[v][g_runs[v] % g_seq_len[v]];
+    g_runs[v]++;
+    g_now += cost;
+    kv_tensor *self = kv_arg_tensor(stack, 0);
+    kv_tensor *out = kv_tensor_empty(self->sizes, self->ndim, self->dtype, KV_DEVICE_CPU0);
+    if (out == NULL) return kv_last_error();
+    kv_stack_return_tensor(stack, out);
+    return KV_OK;
+}
+
+static kv_status var_a(const kv_op *op, kv_keyset ks, kv_stack *s) {
+    (void)op;
+    (void)ks;
+    return run_variant(VA, s);
+}
+static kv_status var_b(const kv_op *op, kv_keyset ks, kv_stack *s) {
+    (void)op;
+    (void)ks;
+    return run_variant(VB, s);
+}
+static kv_status var_c(const kv_op *op, kv_keyset ks, kv_stack *s) {
+    (void)op;
+    (void)ks;
+    return run_variant(VC, s);
+}
+/* C only takes f32. */
+static bool pred_f32(const kv_op *op, const kv_stack *s) {
+    (void)op;
+    const kv_tensor *t = kv_arg_tensor(s, 0);
+    return t && t->dtype == KV_F32;
+}
+
+/* An in-place op whose variants add 1 to every element of self. */
+static int g_inplace_runs;
+static kv_status add_one(const kv_op *op, kv_keyset ks, kv_stack *s) {
+    (void)op;
+    (void)ks;
+    g_inplace_runs++;
+    g_now += 10;
+    kv_tensor *self = kv_arg_tensor(s, 0);
+    float *p = kv_tensor_data(self);
+    for (int64_t i = 0; i < kv_tensor_numel(self); i++) p[i] += 1.0f;
+    kv_tensor_retain(self);
+    kv_stack_return_tensor(s, self);
+    return KV_OK;
+}
+
+static const kv_op *g_op;    /* kvtt.a: variants A, B, C(f32 only) */
+static const kv_op *g_op_ip; /* kvtt_: in-place, variants x, y */
+
+static int setup(void **state) {
+    (void)state;
+    if (kv_init() != KV_OK) return -1;
+    if (kv_op_register("kvtt.a(Tensor self) -> Tensor", &g_op) != KV_OK) return -1;
+    if (kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "A", var_a, NULL) != KV_OK) return -1;
+    if (kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "B", var_b, NULL) != KV_OK) return -1;
+    if (kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "C", var_c, pred_f32) != KV_OK) return -1;
+    if (kv_op_register("kvtt_(Tensor(a!) self) -> Tensor(a!)", &g_op_ip) != KV_OK) return -1;
+    if (kv_tune_register_variant("kvtt_", KV_KEY_CPU, "x", add_one, NULL) != KV_OK) return -1;
+    if (kv_tune_register_variant("kvtt_", KV_KEY_CPU, "y", add_one, NULL) != KV_OK) return -1;
+    kv_tune_set_clock(fake_clock, NULL);
+    return 0;
+}
+
+/* Each test starts from defaults: no force map, fresh cache, no log. */
+static int reset(void **state) {
+    (void)state;
+    kv_tune_set_clock(fake_clock, NULL);
+    kv_tune_config c = { 1, 5, 0, true };
+    if (kv_tune_config_set(&c) != KV_OK) return -1;
+    if (kv_tune_force_set(NULL) != KV_OK) return -1;
+    kv_tune_log_set_enabled(false);
+    kv_tune_set_log_sink(NULL, NULL);
+    kv_tune_pin(NULL, KV_KEY_CPU, NULL);
+    kv_tune_reference_mode_set(false);
+    kv_tune_cache_clear();
+    variants_reset(100, 10, 50);
+    return 0;
+}
+
+static kv_tensor *tensor2(int64_t r, int64_t c, kv_dtype dt) {
+    const int64_t sizes[2] = { r, c };
+    kv_tensor *t = kv_tensor_empty(sizes, 2, dt, KV_DEVICE_CPU0);
+    assert_non_null(t);
+    return t;
+}
+
+/* Calls kvtt.a on t through the dispatcher; returns the status. */
+static kv_status call_a(kv_tensor *t) {
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    assert_int_equal(kv_push_tensor(&s, t), KV_OK);
+    kv_status st = kv_call(g_op, &s);
+    if (st == KV_OK) kv_stack_clear_returns(&s);
+    return st;
+}
+
+static const char *choice_for(kv_tensor *t) {
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    assert_int_equal(kv_push_tensor(&s, t), KV_OK);
+    const char *name = NULL;
+    kv_status st = kv_tune_choice(g_op, KV_KEY_CPU, &s, &name, NULL);
+    if (st != KV_OK) fail_msg("kv_tune_choice: %s", kv_last_error_message());
+    return name;
+}
+
+static void expect_force_error(const char *spec, const char *const *needles) {
+    kv_status st = kv_tune_force_set(spec);
+    assert_int_equal(st, KV_ERR_INVALID_ARG);
+    const char *m = kv_last_error_message();
+    for (int i = 0; needles[i]; i++)
+        if (strstr(m, needles[i]) == NULL) fail_msg("force '%s': message lacks '%s': %s", spec, needles[i], m);
+}
+
+/* ---- the force grammar ---- */
+
+static void test_force_whitespace_and_empty_entries(void **state) {
+    (void)state;
+    assert_int_equal(kv_tune_force_set("  kvtt.a : B ,, , neg:sse2 ,"), KV_OK);
+    assert_string_equal(kv_tune_forced(g_op), "B");
+    assert_string_equal(kv_tune_forced(kv_op_find("neg")), "sse2");
+    assert_null(kv_tune_forced(kv_op_find("exp")));
+    /* Forced: B runs without any tuning, though A... are compatible. */
+    kv_tensor *t = tensor2(2, 3, KV_F32);
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VB], 1);
+    assert_int_equal(g_runs[VA] + g_runs[VC], 0);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 0);
+    kv_tensor_release(t);
+    /* Only separators is an empty map. */
+    assert_int_equal(kv_tune_force_set(" , ,"), KV_OK);
+    assert_null(kv_tune_forced(g_op));
+}
+
+static void test_force_missing_colon(void **state) {
+    (void)state;
+    const char *n[] = { "entry 'kvtt.a'", "exactly one", NULL };
+    expect_force_error("neg:ref, kvtt.a ,exp:ref", n);
+    /* A failed set leaves the previous map in place. */
+    assert_int_equal(kv_tune_force_set("neg:ref"), KV_OK);
+    expect_force_error("neg", (const char *[]){ "entry 'neg'", "0 ':'", NULL });
+    assert_string_equal(kv_tune_forced(kv_op_find("neg")), "ref");
+}
+
+static void test_force_two_colons(void **state) {
+    (void)state;
+    const char *n[] = { "entry 'kvtt.a:A:B'", "2 ':'", NULL };
+    expect_force_error("kvtt.a:A:B", n);
+}
+
+static void test_force_unknown_op(void **state) {
+    (void)state;
+    /* The message names the entry and lists ops that have variants. */
+    const char *n[] = { "entry 'nosuch.op:ref'", "unknown op 'nosuch.op'", "ops with variants:", "abs", NULL };
+    expect_force_error("nosuch.op:ref", n);
+    expect_force_error(":ref", (const char *[]){ "entry ':ref'", "unknown op ''", NULL });
+}
+
+static void test_force_unknown_variant(void **state) {
+    (void)state;
+    const char *n[] = { "entry 'kvtt.a:D'", "no variant 'D'", "CPU[A, B, C]", NULL };
+    expect_force_error("kvtt.a:D", n);
+    const char *n2[] = { "entry 'neg:avx9'", "CPU[ref, sse2, avx2, avx512, threads]", NULL };
+    expect_force_error("neg:avx9", n2);
+    expect_force_error("neg:", (const char *[]){ "entry 'neg:'", "no variant ''", NULL });
+    /* Forcing one op twice is ambiguous. */
+    expect_force_error("neg:ref,neg:sse2", (const char *[]){ "entry 'neg:sse2'", "already forced", NULL });
+    /* "?" lists; it is not a map. */
+    expect_force_error("?", (const char *[]){ "lists", NULL });
+}
+
+static void test_forced_incompatible_is_call_error(void **state) {
+    (void)state;
+    assert_int_equal(kv_tune_force_set("kvtt.a:C"), KV_OK);
+    kv_tensor *f64 = tensor2(2, 3, KV_F64), *f32 = tensor2(2, 3, KV_F32);
+    /* C refuses f64: an error for this call, nothing ran. */
+    assert_int_equal(call_a(f64), KV_ERR_INVALID_ARG);
+    const char *m = kv_last_error_message();
+    assert_non_null(strstr(m, "kvtt.a"));
+    assert_non_null(strstr(m, "KV_PERFDISPATCH_FORCE"));
+    assert_non_null(strstr(m, "'C'"));
+    assert_non_null(strstr(m, "not compatible"));
+    assert_non_null(strstr(m, "compatible: A, B"));
+    assert_int_equal(g_runs[VA] + g_runs[VB] + g_runs[VC], 0);
+    /* Again (the error is not cached away), and a compatible call works. */
+    assert_int_equal(call_a(f64), KV_ERR_INVALID_ARG);
+    assert_int_equal(call_a(f32), KV_OK);
+    assert_int_equal(g_runs[VC], 1);
+    kv_tensor_release(f64);
+    kv_tensor_release(f32);
+}
+
+/* The environment is read once per process: each case runs in a fresh
+ * process (this binary re-executed with --env-child NAME). */
+static int env_expect_error(void) {
+    if (kv_tune_env_load() != KV_TUNE_ENV_ERROR) return 1;
+    if (strstr(kv_last_error_message(), "entry 'neg:avx9'") == NULL) return 2;
+    /* Every dispatch through a variant set fails with it: no silent tuning. */
+    const int64_t n = 4;
+    kv_tensor *t = kv_tensor_empty(&n, 1, KV_F32, KV_DEVICE_CPU0);
+    kv_tensor *r = kv_exp(t);
+    if (r != NULL || strstr(kv_last_error_message(), "KV_PERFDISPATCH_FORCE") == NULL) return 3;
+    return 0;
+}
+static int env_expect_list(void) { return kv_tune_env_load() == KV_TUNE_ENV_LIST ? 0 : 1; }
+static int env_expect_forced(void) {
+    if (kv_tune_env_load() != KV_TUNE_ENV_OK) return 1;
+    const char *f = kv_tune_forced(kv_op_find("exp"));
+    return f && strcmp(f, "sse2") == 0 ? 0 : 2;
+}
+
+static int env_child(const char *name) {
+    if (kv_init() != KV_OK) return 90;
+    if (strcmp(name, "error") == 0) return env_expect_error();
+    if (strcmp(name, "list") == 0) return env_expect_list();
+    if (strcmp(name, "forced") == 0) return env_expect_forced();
+    return 91;
+}
+
+static int child_env(const char *value, const char *name) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("KV_PERFDISPATCH_FORCE", value, 1);
+        execl("/proc/self/exe", "test_tune", "--env-child", name, (char *)NULL);
+        _exit(100);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+static void test_force_environment(void **state) {
+    (void)state;
+    assert_int_equal(child_env("neg:ref, neg:avx9", "error"), 0);
+    assert_int_equal(child_env("neg:avx9", "error"), 0);
+    assert_int_equal(child_env(" ? ", "list"), 0);
+    assert_int_equal(child_env(" exp : sse2 ", "forced"), 0);
+}
+
+/* kvrun: a bad value exits 2 naming the entry; "?" lists and exits 0. */
+static int run_kvrun(const char *env, char *out, size_t cap) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "KV_PERFDISPATCH_FORCE='%s' build/kvrun --op=neg --shape=4 2>&1", env);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_kvrun_force(void **state) {
+    (void)state;
+    if (access("build/kvrun", X_OK) != 0) skip();
+    static char out[1 << 16];
+    assert_int_equal(run_kvrun("neg:avx9", out, sizeof out), 2);
+    assert_non_null(strstr(out, "entry 'neg:avx9'"));
+    assert_int_equal(run_kvrun("neg", out, sizeof out), 2);
+    assert_non_null(strstr(out, "entry 'neg'"));
+    assert_int_equal(run_kvrun("?", out, sizeof out), 0);
+    assert_non_null(strstr(out, "neg: CPU[ref, sse2, avx2, avx512, threads]"));
+    assert_non_null(strstr(out, "mm: CPU[ref"));
+}
+
+/* ---- discovery ---- */
+
+static void test_discovery(void **state) {
+    (void)state;
+    assert_int_equal(kv_tune_variant_count(g_op, KV_KEY_CPU), 3);
+    assert_string_equal(kv_tune_variant_name(g_op, KV_KEY_CPU, 0), "A");
+    assert_string_equal(kv_tune_variant_name(g_op, KV_KEY_CPU, 2), "C");
+    assert_null(kv_tune_variant_name(g_op, KV_KEY_CPU, 3));
+    assert_int_equal(kv_tune_variant_find(g_op, KV_KEY_CPU, "B"), 1);
+    assert_int_equal(kv_tune_variant_find(g_op, KV_KEY_CPU, "Z"), -1);
+    assert_int_equal(kv_tune_variant_count(g_op, KV_KEY_SIM), 0);
+    assert_true(kv_tune_is_dispatching(g_op, KV_KEY_CPU));
+    /* Every op of ops.schema has "ref" first and at least one more. */
+    for (int i = 0; i < kv_op_count(); i++) {
+        const kv_op *op = kv_op_at(i);
+        if (kv_op_builtin_id(op) < 0) continue;
+        if (kv_tune_variant_count(op, KV_KEY_CPU) < 2) fail_msg("%s has %d CPU variants", kv_op_name(op),
+                                                                 kv_tune_variant_count(op, KV_KEY_CPU));
+        assert_string_equal(kv_tune_variant_name(op, KV_KEY_CPU, 0), "ref");
+    }
+    /* The listing: one line per op, sorted, backend[variants]. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    kv_tune_list(f);
+    fclose(f);
+    assert_non_null(strstr(buf, "kvtt.a: CPU[A, B, C]\n"));
+    assert_non_null(strstr(buf, "kvtt_: CPU[x, y]\n"));
+    assert_non_null(strstr(buf, "\nneg: CPU[ref, sse2, avx2, avx512, threads]\n"));
+    assert_true(strstr(buf, "\nabs: ") < strstr(buf, "\nneg: "));
+    free(buf);
+    /* Registration errors. */
+    assert_int_equal(kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "A", var_a, NULL), KV_ERR_INVALID_ARG);
+    assert_non_null(strstr(kv_last_error_message(), "already registered"));
+    assert_int_equal(kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "bad name", var_a, NULL), KV_ERR_INVALID_ARG);
+    assert_int_equal(kv_tune_register_variant("kvtt.a", KV_KEY_AUTOGRAD, "D", var_a, NULL), KV_ERR_INVALID_ARG);
+    assert_int_equal(kv_tune_register_variant("kvtt.nope", KV_KEY_CPU, "D", var_a, NULL), KV_ERR_UNKNOWN_OP);
+    assert_int_equal(kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "D", NULL, NULL), KV_ERR_INVALID_ARG);
+}
+
+static void test_direct_call_and_compat(void **state) {
+    (void)state;
+    kv_tensor *f64 = tensor2(1, 2, KV_F64);
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, f64);
+    assert_true(kv_tune_variant_compatible(g_op, KV_KEY_CPU, 0, &s));
+    assert_false(kv_tune_variant_compatible(g_op, KV_KEY_CPU, 2, &s));
+    assert_int_equal(kv_tune_call_variant(g_op, KV_KEY_CPU, "C", &s), KV_ERR_INVALID_ARG);
+    assert_non_null(strstr(kv_last_error_message(), "not compatible"));
+    assert_int_equal(kv_tune_call_variant(g_op, KV_KEY_CPU, "Q", &s), KV_ERR_INVALID_ARG);
+    assert_int_equal(g_runs[VC], 0);
+    assert_int_equal(kv_tune_call_variant(g_op, KV_KEY_CPU, "B", &s), KV_OK);
+    assert_int_equal(g_runs[VB], 1);
+    kv_stack_clear_returns(&s);
+    kv_tensor_release(f64);
+}
+
+/* ---- tuning with the fake clock ---- */
+
+static void test_tuning_picks_fastest_and_caches(void **state) {
+    (void)state;
+    kv_tensor *t = tensor2(2, 3, KV_F32);
+    assert_string_equal(choice_for(t), "B");
+    /* 1 warm-up + 5 timed runs each: A is timed first, and neither B nor
+     * C is more than 8 times slower than the best so far, so none is cut. */
+    assert_int_equal(g_runs[VB], 6);
+    assert_int_equal(g_runs[VC], 6);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 1);
+    /* Cached: calls run B once each, no more tuning. */
+    memset(g_runs, 0, sizeof g_runs);
+    for (int i = 0; i < 5; i++) assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VB], 5);
+    assert_int_equal(g_runs[VA] + g_runs[VC], 0);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 1);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).cache_hits, 5);
+    /* Per geometry: another shape tunes again, with C now fastest. */
+    variants_reset(100, 60, 5);
+    kv_tensor *u = tensor2(3, 2, KV_F32);
+    assert_string_equal(choice_for(u), "C");
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 2);
+    /* ... while the first shape keeps its cached choice. */
+    memset(g_runs, 0, sizeof g_runs);
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VB], 1);
+    /* Strides are geometry too: a transposed view of t is a new one. */
+    const int64_t sz[2] = { 3, 2 }, st[2] = { 1, 3 };
+    kv_tensor *tt = kv_tensor_view(t, sz, st, 2, 0);
+    assert_string_equal(choice_for(tt), "C");
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 3);
+    /* f64: C is not compatible, so the faster of A and B. */
+    kv_tensor *d = tensor2(2, 3, KV_F64);
+    assert_string_equal(choice_for(d), "B");
+    kv_tensor_release(t);
+    kv_tensor_release(u);
+    kv_tensor_release(tt);
+    kv_tensor_release(d);
+}
+
+static void test_tuning_median_and_ties(void **state) {
+    (void)state;
+    /* A: one outlier of 1000, else 5 (median 5); B: a steady 8. */
+    variants_reset(0, 8, 1000);
+    const uint64_t seq[6] = { 5, 1000, 5, 5, 5, 5 };
+    memcpy(g_cost_seq[VA], seq, sizeof seq);
+    g_seq_len[VA] = 6;
+    kv_tensor *t = tensor2(4, 4, KV_F32);
+    assert_string_equal(choice_for(t), "A");
+    kv_tensor_release(t);
+    /* Ties go to the earlier registered variant. */
+    kv_tune_cache_clear();
+    variants_reset(7, 7, 7);
+    t = tensor2(5, 5, KV_F32);
+    assert_string_equal(choice_for(t), "A");
+    /* Deterministic: the same clock gives the same choice every time. */
+    for (int i = 0; i < 3; i++) {
+        kv_tune_cache_clear();
+        variants_reset(30, 20, 25);
+        assert_string_equal(choice_for(t), "B");
+    }
+    kv_tensor_release(t);
+}
+
+static void test_retune_after_n_calls(void **state) {
+    (void)state;
+    kv_tune_config c = kv_tune_config_get();
+    c.retune_after = 3;
+    assert_int_equal(kv_tune_config_set(&c), KV_OK);
+    kv_tensor *t = tensor2(2, 2, KV_F32);
+    assert_int_equal(call_a(t), KV_OK); /* call 1: tunes, B */
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 1);
+    variants_reset(100, 10, 1); /* C becomes fastest */
+    assert_int_equal(call_a(t), KV_OK); /* calls 2 and 3: cached B */
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VB], 2);
+    assert_int_equal(g_runs[VC], 0);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 1);
+    assert_int_equal(call_a(t), KV_OK); /* call 4: re-tunes, C */
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 2);
+    memset(g_runs, 0, sizeof g_runs);
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VC], 1);
+    assert_int_equal(g_runs[VA] + g_runs[VB], 0);
+    /* 0 = never: many calls, one tuning. */
+    c.retune_after = 0;
+    assert_int_equal(kv_tune_config_set(&c), KV_OK);
+    for (int i = 0; i < 20; i++) assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 1);
+    /* Bad settings are refused. */
+    c.reps = 0;
+    assert_int_equal(kv_tune_config_set(&c), KV_ERR_INVALID_ARG);
+    c.reps = 5;
+    c.retune_after = -1;
+    assert_int_equal(kv_tune_config_set(&c), KV_ERR_INVALID_ARG);
+    kv_tensor_release(t);
+}
+
+static void test_tuning_off_and_single_compatible(void **state) {
+    (void)state;
+    kv_tune_config c = kv_tune_config_get();
+    c.tuning = false;
+    assert_int_equal(kv_tune_config_set(&c), KV_OK);
+    kv_tensor *t = tensor2(2, 2, KV_F32), *d = tensor2(2, 2, KV_F64);
+    /* No timing: the last-registered compatible variant. */
+    assert_string_equal(choice_for(t), "C");
+    assert_string_equal(choice_for(d), "B");
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 0);
+    kv_tensor_release(t);
+    kv_tensor_release(d);
+}
+
+static void test_tuning_never_touches_mutable_args(void **state) {
+    (void)state;
+    kv_tensor *t = tensor2(1, 3, KV_F32);
+    float *p = kv_tensor_data(t);
+    p[0] = p[1] = p[2] = 0.0f;
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, t);
+    g_inplace_runs = 0;
+    assert_int_equal(kv_call(g_op_ip, &s), KV_OK);
+    kv_stack_clear_returns(&s);
+    /* Two variants were timed on copies; the caller's tensor was written once. */
+    assert_true(g_inplace_runs > 2);
+    assert_true(p[0] == 1.0f && p[1] == 1.0f && p[2] == 1.0f);
+    kv_tensor_release(t);
+}
+
+/* ---- the log ---- */
+
+#define LOG_MAX 8
+static char g_lines[LOG_MAX][512];
+static int g_nlines;
+static void sink(void *ctx, const char *line) {
+    (void)ctx;
+    if (g_nlines < LOG_MAX) snprintf(g_lines[g_nlines], sizeof g_lines[0], "%s", line);
+    g_nlines++;
+}
+
+static void test_log_format(void **state) {
+    (void)state;
+    g_nlines = 0;
+    kv_tune_set_log_sink(sink, NULL);
+    kv_tune_log_set_enabled(true);
+    kv_tensor *t = tensor2(2, 3, KV_F32), *d = tensor2(2, 3, KV_F64);
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(call_a(t), KV_OK); /* cached: no new line */
+    assert_int_equal(g_nlines, 1);
+    assert_string_equal(g_lines[0],
+                        "perf_dispatch: kvtt.a CPU (f32[2,3]:[3,1]) -> B [tuned, 3 of 3 compatible: A=100ns B=10ns "
+                        "C=50ns]");
+    assert_int_equal(kv_tune_force_set("kvtt.a:A"), KV_OK);
+    assert_int_equal(call_a(d), KV_OK);
+    assert_string_equal(g_lines[1], "perf_dispatch: kvtt.a CPU (f64[2,3]:[3,1]) -> A [forced, 2 of 3 compatible]");
+    /* One compatible variant is used at once. */
+    assert_int_equal(kv_tune_force_set(NULL), KV_OK);
+    assert_int_equal(kv_tune_unregister_all("kvtt.a", KV_KEY_CPU), KV_OK);
+    assert_int_equal(kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "A", var_a, NULL), KV_OK);
+    assert_int_equal(kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "C", var_c, pred_f32), KV_OK);
+    assert_int_equal(call_a(d), KV_OK);
+    assert_string_equal(g_lines[2], "perf_dispatch: kvtt.a CPU (f64[2,3]:[3,1]) -> A [only, 1 of 2 compatible]");
+    /* Lazy bits and lists print too. */
+    kv_tensor *n = kv__neg_view(t);
+    assert_non_null(n);
+    char geo[256];
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, n);
+    kv_push_none(&s);
+    kv_tune_geometry_format(kv_op_find("clamp.Tensor"), &s, geo, sizeof geo);
+    assert_string_equal(geo, "(f32[2,3]:[3,1]+neg, None)");
+    kv_tensor_release(n);
+    /* Restore kvtt.a's three variants for the other tests. */
+    assert_int_equal(kv_tune_unregister_all("kvtt.a", KV_KEY_CPU), KV_OK);
+    assert_int_equal(kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "A", var_a, NULL), KV_OK);
+    assert_int_equal(kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "B", var_b, NULL), KV_OK);
+    assert_int_equal(kv_tune_register_variant("kvtt.a", KV_KEY_CPU, "C", var_c, pred_f32), KV_OK);
+    kv_tensor_release(t);
+    kv_tensor_release(d);
+}
+
+/* ---- pins and reference mode ---- */
+
+static void test_pin_and_reference_mode(void **state) {
+    (void)state;
+    kv_tensor *t = tensor2(2, 2, KV_F32), *d = tensor2(2, 2, KV_F64);
+    assert_int_equal(kv_tune_pin(g_op, KV_KEY_CPU, "C"), KV_OK);
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VC], 1);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 0);
+    assert_int_equal(call_a(d), KV_ERR_INVALID_ARG);
+    assert_non_null(strstr(kv_last_error_message(), "pinned"));
+    assert_int_equal(kv_tune_pin(g_op, KV_KEY_CPU, "nope"), KV_ERR_INVALID_ARG);
+    assert_int_equal(kv_tune_pin(NULL, KV_KEY_CPU, NULL), KV_OK);
+    /* Reference mode: "ref" where there is one, else the first variant. */
+    assert_false(kv_tune_reference_mode_set(true));
+    memset(g_runs, 0, sizeof g_runs);
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VA], 1);
+    const int64_t n = 3;
+    const float v[3] = { 1.0f, -2.0f, 0.5f };
+    kv_tensor *x = kv_tensor_from_data(v, &n, 1, KV_F32);
+    kv_tensor *y = kv_neg(x);
+    assert_non_null(y);
+    assert_true(((float *)kv_tensor_data(y))[1] == 2.0f);
+    assert_true(kv_tune_reference_mode_set(false));
+    kv_tensor_release(x);
+    kv_tensor_release(y);
+    kv_tensor_release(t);
+    kv_tensor_release(d);
+}
+
+/* ---- thread safety ---- */
+
+static void *thread_body(void *arg) {
+    const int id = (int)(intptr_t)arg;
+    const int64_t n = 64 + id;
+    float buf[80];
+    for (int i = 0; i < n; i++) buf[i] = (float)(i - id);
+    kv_tensor *x = kv_tensor_from_data(buf, &n, 1, KV_F32);
+    intptr_t bad = 0;
+    for (int it = 0; it < 200 && x; it++) {
+        kv_tensor *y = it % 2 ? kv_relu(x) : kv_neg(x);
+        if (y == NULL) {
+            bad++;
+            continue;
+        }
+        const float *p = kv_tensor_data(y);
+        for (int i = 0; i < n; i++) {
+            const float want = it % 2 ? (buf[i] < 0 ? 0.0f : buf[i]) : -buf[i];
+            if (p[i] != want) bad++;
+        }
+        kv_tensor_release(y);
+    }
+    kv_tensor_release(x);
+    return (void *)bad;
+}
+
+static void test_threads_smoke(void **state) {
+    (void)state;
+    /* Real timing here: the fake clock is not thread-safe by design. */
+    kv_tune_set_clock(NULL, NULL);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&th[i], NULL, thread_body, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < 4; i++) {
+        void *bad = NULL;
+        pthread_join(th[i], &bad);
+        assert_int_equal((intptr_t)bad, 0);
+    }
+    const kv_tune_stats st = kv_tune_stats_of(kv_op_find("neg"), KV_KEY_CPU);
+    assert_int_equal(st.calls, 400);
+    assert_true(st.tunings >= 4 && st.tunings <= 8);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--env-child") == 0) return env_child(argv[2]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_force_whitespace_and_empty_entries, reset),
+        cmocka_unit_test_setup(test_force_missing_colon, reset),
+        cmocka_unit_test_setup(test_force_two_colons, reset),
+        cmocka_unit_test_setup(test_force_unknown_op, reset),
+        cmocka_unit_test_setup(test_force_unknown_variant, reset),
+        cmocka_unit_test_setup(test_forced_incompatible_is_call_error, reset),
+        cmocka_unit_test_setup(test_force_environment, reset),
+        cmocka_unit_test_setup(test_kvrun_force, reset),
+        cmocka_unit_test_setup(test_discovery, reset),
+        cmocka_unit_test_setup(test_direct_call_and_compat, reset),
+        cmocka_unit_test_setup(test_tuning_picks_fastest_and_caches, reset),
+        cmocka_unit_test_setup(test_tuning_median_and_ties, reset),
+        cmocka_unit_test_setup(test_retune_after_n_calls, reset),
+        cmocka_unit_test_setup(test_tuning_off_and_single_compatible, reset),
+        cmocka_unit_test_setup(test_tuning_never_touches_mutable_args, reset),
+        cmocka_unit_test_setup(test_log_format, reset),
+        cmocka_unit_test_setup(test_pin_and_reference_mode, reset),
+        cmocka_unit_test_setup(test_threads_smoke, reset),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
