@@ -496,7 +496,7 @@ static void test_errors_options(void **state) {
                  "t.case:1:29: --expect: unknown outcome 'boom' (pass, invalid_arg, shape, dim, index, "
                  "negative_size, dtype, device, oom, schema, unknown_op, missing_kernel, internal)");
     expect_error("--op=neg --shape=4 --check=golden,speed\n",
-                 "t.case:1:35: --check: unknown check 'speed' (checks: golden, variants, memory, error, lazy, grad, fastpath)");
+                 "t.case:1:35: --check: unknown check 'speed' (checks: golden, variants, memory, error, lazy, grad, fastpath, tune)");
     expect_error("--op=neg --shape=4 --expect=dtype --check=golden\n",
                  "t.case:1:35: --check=golden/variants cannot run on a case with --expect=dtype (it has "
                  "no output); use error and memory");

@@ -50,6 +50,7 @@ typedef enum kv_check_kind {
     KV_CHECK_LAZY,               /* lazy bits and modes: golden values AND the path ran (check_lazy.c) */
     KV_CHECK_GRAD,               /* gradcheck, and gradients equal across paths (check_grad.c) */
     KV_CHECK_FASTPATH,           /* device=accel: every fast path ON vs OFF bit for bit, and the counters (check_fastpath.c) */
+    KV_CHECK_TUNE,               /* perf_dispatch: the choice is compatible, forced variants equal direct calls (check_tune.c) */
     KV_CHECK_KIND_COUNT
 } kv_check_kind;
 

@@ -85,6 +85,7 @@ const char *kv_check_kind_name(kv_check_kind k) {
     case KV_CHECK_LAZY: return "lazy";
     case KV_CHECK_GRAD: return "grad";
     case KV_CHECK_FASTPATH: return "fastpath";
+    case KV_CHECK_TUNE: return "tune";
     case KV_CHECK_KIND_COUNT: break;
     }
     return "?";

@@ -560,7 +560,7 @@ static kv_status kv_parse_checks(const kv_option_ctx *ctx, const kv_spec_alt *al
         snprintf(name, sizeof name, "%.*s", n, t + start);
         if (n >= (int)sizeof name || kv_check_kind_parse(name, &k) != 0) {
             return KV_OPT_ERR(ctx, kv_spec_alt_col(alt, start),
-                              "--check: unknown check '%.*s' (checks: golden, variants, memory, error, lazy, grad, fastpath)",
+                              "--check: unknown check '%.*s' (checks: golden, variants, memory, error, lazy, grad, fastpath, tune)",
                               n, t + start);
         }
         *out |= 1u << k;

@@ -76,5 +76,6 @@ void kv_check_error_run(const kv_check_ctx *ctx);
 void kv_check_fastpath_run(const kv_check_ctx *ctx);
 void kv_check_lazy_run(const kv_check_ctx *ctx);  /* check_lazy.c */
 void kv_check_grad_run(const kv_check_ctx *ctx);  /* check_grad.c */
+void kv_check_tune_run(const kv_check_ctx *ctx);  /* check_tune.c */
 
 #endif

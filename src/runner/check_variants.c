@@ -16,13 +16,19 @@
  * layout it does not implement), and a plugin that loaded but reported
  * itself unavailable (its reason in the row). Inputs reach device memory
  * and outputs come back through the backends' copies (kv/backend.h).
- * One result row per backend: "variants:<Key>" (kv_key_name). Later issues register
- * several variants per (op, backend); they become more rows here. */
+ * One result row per backend: "variants:<Key>" (kv_key_name), the kernel
+ * the dispatcher runs there. Where that kernel is a perf_dispatch variant
+ * set (kv/tune.h), one more row per variant, "variants:<Key>/<name>"
+ * ("variants:CPU/avx2"): the variant pinned on this thread, so the call
+ * still goes through the dispatcher and reaches exactly that variant. A
+ * variant whose predicate refuses the call (a dtype, layout or ISA it does
+ * not cover, e.g. AVX-512 on a CPU without it) is SKIP, never a failure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kv/backend.h"
+#include "kv/tune.h"
 #include "runner/check_util.h"
 #include "runner/compare.h"
 #include "runner/tolerance.h"
@@ -81,11 +87,13 @@ static kv_status variants_readable(kv_case_outputs *out) {
     return KV_OK;
 }
 
+/* `variant` NULL: the backend's kernel as dispatched; else that variant. */
 static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, kv_tensor *const *expected,
-                             const char *note, kv_key key) {
+                             const char *note, kv_key key, const char *variant) {
     const kv_case *c = ctx->c;
-    char check[32];
-    snprintf(check, sizeof check, "variants:%s", kv_key_name(key));
+    char check[64];
+    if (variant) snprintf(check, sizeof check, "variants:%s/%s", kv_key_name(key), variant);
+    else snprintf(check, sizeof check, "variants:%s", kv_key_name(key));
     kv_check_result r;
     const kv_device_type dt = (kv_device_type)key;
     kv_check_result_begin(&r, ctx, check, kv_device_type_name(dt));
@@ -125,7 +133,28 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
         kv_check_push(ctx, &r);
         return;
     }
+    if (variant) {
+        kv_ivalue slots[KV_STACK_MAX];
+        kv_stack probe = kv_stack_on(slots, KV_STACK_MAX);
+        for (int i = 0; i < in.nargs; i++) kv_stack_push(&probe, in.args[i]);
+        if (!kv_tune_variant_compatible(ctx->op, key, kv_tune_variant_find(ctx->op, key, variant), &probe)) {
+            kv_check_result_set(&r, KV_RESULT_SKIP,
+                                "variant '%s' of %s does not accept this call (its predicate refuses the dtype, "
+                                "layout or CPU features)",
+                                variant, kv_key_name(key));
+            kv_case_inputs_free(&in);
+            kv_check_push(ctx, &r);
+            return;
+        }
+        if (kv_tune_pin(ctx->op, key, variant) != KV_OK) {
+            kv_check_result_set(&r, KV_RESULT_ERROR, "%s", kv_last_error_message());
+            kv_case_inputs_free(&in);
+            kv_check_push(ctx, &r);
+            return;
+        }
+    }
     kv_status st = kv_case_invoke(ctx->op, &in, via_call ? 0 : kv_keyset_of(key), &out);
+    if (variant) kv_tune_pin(NULL, key, NULL);
     if (st == KV_OK) st = kv_check_box_bool(&out);
     if (st == KV_OK) st = kv_check_materialize(&out);
     if (st == KV_OK) st = variants_readable(&out);
@@ -152,6 +181,18 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
     kv_case_outputs_free(&out);
     kv_case_inputs_free(&in);
     kv_check_push(ctx, &r);
+}
+
+/* The backend's row, then one per perf_dispatch variant of its kernel. */
+static void variants_all(const kv_check_ctx *ctx, const kv_check_ref *ref, kv_tensor *const *expected,
+                         const char *note, kv_key key) {
+    variants_backend(ctx, ref, expected, note, key, NULL);
+    if (!kv_key_is_backend(key) || !kv_tune_is_dispatching(ctx->op, key)) return;
+    /* A device=accel case reaches its kernels through the boxing layer;
+     * variants are swept by the case on the target's own device. */
+    if (ctx->c->device.type != (kv_device_type)key && ctx->c->device.type != KV_DEVICE_CPU) return;
+    for (int i = 0; i < kv_tune_variant_count(ctx->op, key); i++)
+        variants_backend(ctx, ref, expected, note, key, kv_tune_variant_name(ctx->op, key, i));
 }
 
 /* Whether any op has a Dense kernel on `key`: devices that only box onto
@@ -199,7 +240,7 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
             /* Accel boxes onto its target: the device=accel twin of every
              * case (cases/accel.case) runs it through the full dispatcher. */
             if (k == KV_KEY_ACCEL) continue;
-            variants_backend(ctx, &ref, expected, note, (kv_key)k);
+            variants_all(ctx, &ref, expected, note, (kv_key)k);
         }
         /* A plugin that loaded but cannot run here (CUDA without a GPU):
          * one UNSUPPORTED row with its reason, never a failure. */
@@ -208,10 +249,10 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
             if (b->state != KV_BACKEND_UNAVAILABLE || (int)b->device_type >= KV_BACKEND_KEY_COUNT ||
                 kv_backend_find(b->device_type) != b || kv_allocator_for(b->device_type) != NULL)
                 continue;
-            variants_backend(ctx, &ref, expected, note, (kv_key)b->device_type);
+            variants_backend(ctx, &ref, expected, note, (kv_key)b->device_type, NULL);
         }
     } else {
-        variants_backend(ctx, &ref, expected, note, kv_device_key(c->device));
+        variants_all(ctx, &ref, expected, note, kv_device_key(c->device));
     }
     for (int i = 0; i < KV_CASE_MAX_OUTPUTS; i++) kv_tensor_release(expected[i]);
     kv_check_ref_free(&ref);

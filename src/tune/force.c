@@ -34,6 +34,19 @@ const char *kv_tune_force_lookup(const kv_op *op) {
 
 const char *kv_tune_forced(const kv_op *op) { return kv_tune_force_lookup(op); }
 
+int kv_tune_force_format(char *buf, int cap) {
+    const force_map *m = atomic_load_explicit(&g_force, memory_order_acquire);
+    int len = 0;
+    if (cap > 0) buf[0] = '\0';
+    for (int i = 0; m && i < m->n; i++) {
+        const int room = len < cap ? cap - len : 0;
+        const int k = snprintf(room > 0 ? buf + len : NULL, (size_t)room, "%s%s:%s", i ? "," : "",
+                               kv_op_name(m->e[i].op), m->e[i].variant);
+        if (k > 0) len += k;
+    }
+    return len;
+}
+
 /* ---- what exists, for the messages ---- */
 
 typedef struct text {

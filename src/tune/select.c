@@ -26,9 +26,9 @@ kv_tune_stats kv_tune_stats_of(const kv_op *op, kv_key backend) {
     kv_tune_stats st = { 0, 0, 0 };
     tune_slot *s = kv_tune_slot_find(op, backend);
     if (s == NULL) return st;
-    st.calls = atomic_load(&s->calls);
-    st.tunings = atomic_load(&s->tunings);
     st.cache_hits = atomic_load(&s->hits);
+    st.calls = atomic_load(&s->calls) + st.cache_hits; /* `calls` counts the misses */
+    st.tunings = atomic_load(&s->tunings);
     return st;
 }
 
@@ -155,9 +155,9 @@ static int decide(tune_slot *s, const kv_stack *stack, int n, uint64_t tag, uint
 }
 
 int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune) {
-    atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
     const int n = atomic_load_explicit(&s->n, memory_order_acquire);
     if (n == 0) {
+        atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
         kv_error(KV_ERR_MISSING_KERNEL, "%s: %s has no variants registered", kv_op_name(s->op), kv_key_name(s->key));
         return -1;
     }
@@ -168,9 +168,12 @@ int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune) {
     if (e != NULL) {
         const int c = atomic_load_explicit(&e->choice, memory_order_relaxed);
         if (c >= 0 && c < n && compatible(s, c, stack)) {
+            /* One atomic add per cached call (two with re-tuning on): the
+             * hot path of every dispatch through a variant set. */
             const int64_t after = kv_tune_retune_after();
-            const int64_t calls = atomic_fetch_add_explicit(&e->calls, 1, memory_order_relaxed) + 1;
-            if (after <= 0 || calls <= after || !allow_tune) {
+            const bool due = after > 0 && allow_tune &&
+                             atomic_fetch_add_explicit(&e->calls, 1, memory_order_relaxed) + 1 > after;
+            if (!due) {
                 atomic_fetch_add_explicit(&s->hits, 1, memory_order_relaxed);
                 return c;
             }
@@ -180,5 +183,6 @@ int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune) {
             store = false;
         }
     }
+    atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed); /* misses; see kv_tune_stats_of */
     return decide(s, stack, n, tag, gen, allow_tune, store);
 }

@@ -44,7 +44,7 @@ typedef struct tune_slot {
      * while force_gen equals g_tune_force_gen. */
     _Atomic int32_t forced;
     _Atomic uint32_t force_gen;
-    _Atomic uint64_t calls, tunings, hits;
+    _Atomic uint64_t calls, tunings, hits; /* calls: the ones that missed the cache */
     struct tune_slot *next;                 /* every slot, for listing */
 } tune_slot;
 

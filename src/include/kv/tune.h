@@ -134,6 +134,9 @@ bool kv_tune_reference_mode(void);
 kv_status kv_tune_force_set(const char *spec);
 /* The forced variant of an op, NULL when it is not forced. */
 const char *kv_tune_forced(const kv_op *op);
+/* The current map in the grammar above ("mm:avx2,neg:ref"; "" when
+ * empty), snprintf style, so a caller can change it and put it back. */
+int kv_tune_force_format(char *buf, int cap);
 
 typedef enum kv_tune_env_result {
     KV_TUNE_ENV_OK,     /* loaded (or nothing to load) */
