@@ -338,9 +338,9 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     if (o->dump_dir) kv_put_text(b, cap, &n, " dump=%s", o->dump_dir);
     /* Which gates the fastpath check ran under, and what the other checks
      * on accel ran with (KV_REDISPATCH_GATE, KV_NO_REDISPATCH). */
-    kv_put_text(b, cap, &n, " fastpath-gates=%s redispatch-gate=%s kill-switch=%s",
+    kv_put_text(b, cap, &n, " fastpath-gates=%s redispatch-gate=%s kill-switch=%s accel-target=%s",
                 kv_fastpath_gates_name(o->fastpath_gates), kv_accel_gate_name(kv_accel_gate_get()),
-                kv_accel_redispatch_enabled() ? "off" : "on");
+                kv_accel_redispatch_enabled() ? "off" : "on", kv_key_name(kv_accel_target()));
     meta->start_time = (int64_t)time(NULL);
     meta->ncases = nsel;
     if (o->shard_n > 0) {

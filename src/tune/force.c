@@ -2,8 +2,11 @@
  * (kv/tune.h).
  *
  * A map is immutable once published; replacing it swaps a pointer and
- * bumps g_tune_force_gen so every slot re-resolves. Old maps are kept
- * (they are a few bytes and a reader may still hold one). */
+ * bumps g_tune_force_gen so every slot re-resolves. Old maps are kept,
+ * since a reader may still hold one: each is allocated to its size (a few
+ * bytes an entry) and goes on a list of retired maps, so it stays
+ * reachable rather than leaked (the runner's tune check replaces the map
+ * for every case). */
 #include "tune/tune_internal.h"
 
 #include <ctype.h>
@@ -18,15 +21,25 @@ typedef struct force_entry {
     char variant[KV_TUNE_NAME_MAX];
 } force_entry;
 
+/* What parsing fills in. */
 typedef struct force_map {
     int n;
     force_entry e[FORCE_MAX];
 } force_map;
 
-static _Atomic(force_map *) g_force;
+/* What readers see: exactly n entries. */
+typedef struct force_published {
+    struct force_published *retired; /* the next older retired map */
+    int n;
+    force_entry e[];
+} force_published;
+
+static _Atomic(force_published *) g_force;
+static pthread_mutex_t g_retired_lock = PTHREAD_MUTEX_INITIALIZER;
+static force_published *g_retired;
 
 const char *kv_tune_force_lookup(const kv_op *op) {
-    const force_map *m = atomic_load_explicit(&g_force, memory_order_acquire);
+    const force_published *m = atomic_load_explicit(&g_force, memory_order_acquire);
     for (int i = 0; m && i < m->n; i++)
         if (m->e[i].op == op) return m->e[i].variant;
     return NULL;
@@ -195,25 +208,34 @@ kv_status kv_tune_force_parse(const char *spec) {
 kv_status kv_tune_force_set(const char *spec) {
     kv_status st = kv_init();
     if (st != KV_OK) return st;
-    force_map *m = calloc(1, sizeof *m);
-    if (m == NULL) return kv_error(KV_ERR_OOM, "KV_PERFDISPATCH_FORCE: out of memory");
+    force_map m;
+    m.n = 0;
     if (spec != NULL) {
         const char *b = spec, *e = spec + strlen(spec);
         trim(&b, &e);
         if (e - b == 1 && *b == '?') {
-            free(m);
             return kv_error(KV_ERR_INVALID_ARG,
                             "KV_PERFDISPATCH_FORCE: '?' lists the variants (kv_tune_list); it is not a force map");
         }
-        st = parse_map(spec, m);
-        if (st != KV_OK) {
-            free(m);
-            return st;
-        }
+        st = parse_map(spec, &m);
+        if (st != KV_OK) return st;
     }
-    /* The old map stays allocated: a dispatching thread may still read it. */
-    atomic_store_explicit(&g_force, m->n ? m : NULL, memory_order_release);
-    if (m->n == 0) free(m);
+    force_published *p = NULL;
+    if (m.n > 0) {
+        p = malloc(sizeof *p + (size_t)m.n * sizeof p->e[0]);
+        if (p == NULL) return kv_error(KV_ERR_OOM, "KV_PERFDISPATCH_FORCE: out of memory");
+        p->retired = NULL;
+        p->n = m.n;
+        memcpy(p->e, m.e, (size_t)m.n * sizeof p->e[0]);
+    }
+    force_published *old = atomic_exchange_explicit(&g_force, p, memory_order_acq_rel);
+    if (old != NULL) {
+        /* A dispatching thread may still read it: retired, not freed. */
+        pthread_mutex_lock(&g_retired_lock);
+        old->retired = g_retired;
+        g_retired = old;
+        pthread_mutex_unlock(&g_retired_lock);
+    }
     atomic_fetch_add(&g_tune_force_gen, 1);
     kv_tune_cache_clear();
     return KV_OK;
