@@ -21,6 +21,7 @@
  * and signed zeros come through untouched. argmax rejects bool, as
  * PyTorch's CPU kernel does ("argmax_cpu" is not implemented for 'Bool'). */
 #include "ref/ref.h"
+#include "ref/ref_dims.h"
 #include "ref/ref_kernels.h"
 
 #include <math.h>
@@ -71,36 +72,25 @@ static int red_out_shape(const kv_tensor *t, const bool *reduce, bool keepdim, i
     return n;
 }
 
-/* Reads an int[1]? / int[1] argument into a mask. None or [] reduces every
- * dim. A bare int is accepted too, since int[1] takes one in PyTorch. */
+/* Reads an int[1]? / int[1] argument into a mask (ref_dims.h), with the
+ * errors worded here. */
 static kv_status red_parse_dims(const char *op, const kv_stack *s, int slot, const kv_tensor *t,
                                 bool *reduce) {
     const kv_ivalue *v = &s->slots[slot];
-    int64_t one = 0;
-    const int64_t *items = NULL;
-    int n = 0;
-    if (v->tag == KV_IV_INT_LIST) {
-        items = v->v.ints.items;
-        n = v->v.ints.n;
-    } else if (v->tag == KV_IV_INT) {
-        one = v->v.i;
-        items = &one;
-        n = 1;
-    } else if (v->tag != KV_IV_NONE) {
+    bool given = false;
+    int64_t bad = 0;
+    switch (kv_ref_dims_mask(v, t->ndim, reduce, &given, &bad)) {
+    case KV_REF_DIMS_OK: return KV_OK;
+    case KV_REF_DIMS_BAD_TAG:
         return kv_error(KV_ERR_INVALID_ARG, "%s: argument 'dim': expected int[] or None, got %s", op,
                         kv_ivalue_tag_name(v->tag));
-    }
-    for (int d = 0; d < KV_MAX_DIMS; d++) reduce[d] = n == 0;
-    /* One more slot than dims: a 0-dim tensor accepts dim 0 and -1. */
-    bool seen[KV_MAX_DIMS + 1] = { false };
-    for (int i = 0; i < n; i++) {
-        int d = kv_wrap_dim(items[i], t->ndim, op, "dim");
-        if (d < 0) return kv_last_error();
-        if (seen[d])
-            return kv_error(KV_ERR_DIM, "%s: argument 'dim': dim %d appears multiple times in the list of dims",
-                            op, d);
-        seen[d] = true;
-        if (d < t->ndim) reduce[d] = true;
+    case KV_REF_DIMS_OUT_OF_RANGE:
+        /* kv_wrap_dim words the range error (and always fails here). */
+        if (kv_wrap_dim(bad, t->ndim, op, "dim") < 0) return kv_last_error();
+        return kv_error(KV_ERR_DIM, "%s: argument 'dim': dimension %lld out of range", op, (long long)bad);
+    case KV_REF_DIMS_REPEATED:
+        return kv_error(KV_ERR_DIM, "%s: argument 'dim': dim %d appears multiple times in the list of dims",
+                        op, (int)bad);
     }
     return KV_OK;
 }

@@ -217,8 +217,8 @@ kv_status kv_ag_f_clamp(kv_ag_fctx *c) {
 }
 
 /* clamp.Tensor / clamp_.Tensor (self, min?, max?): self gets grad where
- * min <= x <= max, min where x < min, max where x > max (PyTorch's
- * clamp_backward_min_max). x is self before the op. */
+ * min <= x <= max, min where x < min <= max, max where x > max or
+ * max < min (PyTorch's clamp_backward_min_max). x is self before the op. */
 kv_status kv_ag_f_clamp_tensor(kv_ag_fctx *c) {
     kv_tensor *g = kv_ag_grad(c, 0);
     kv_tensor *x = kv_ag_saved(c, 0);
@@ -233,8 +233,17 @@ kv_status kv_ag_f_clamp_tensor(kv_ag_fctx *c) {
         if (has_hi) gs = kv_ag_mask_not(c, above, gs);
         kv_ag_set(c, 0, gs);
     }
-    if (has_lo && kv_ag_needs(c, 1)) kv_ag_set(c, 1, kv_ag_mask(c, below, g));
-    if (has_hi && kv_ag_needs(c, 2)) kv_ag_set(c, 2, kv_ag_mask(c, above, g));
+    /* With both bounds and max < min the result is max everywhere: min gets
+     * nothing and max gets every gradient, as in PyTorch. */
+    kv_tensor *inverted = has_lo && has_hi ? kv_ag_keep(c, kv_lt(kv_ag_saved(c, 2), kv_ag_saved(c, 1))) : NULL;
+    if (has_lo && kv_ag_needs(c, 1)) {
+        kv_tensor *gl = kv_ag_mask(c, below, g);
+        kv_ag_set(c, 1, inverted ? kv_ag_mask_not(c, inverted, gl) : gl);
+    }
+    if (has_hi && kv_ag_needs(c, 2)) {
+        kv_tensor *gh = kv_ag_mask(c, above, g);
+        kv_ag_set(c, 2, inverted ? kv_ag_keep(c, kv_where(inverted, g, gh)) : gh);
+    }
     return KV_OK;
 }
 

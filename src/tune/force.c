@@ -48,7 +48,7 @@ const char *kv_tune_force_lookup(const kv_op *op) {
 const char *kv_tune_forced(const kv_op *op) { return kv_tune_force_lookup(op); }
 
 int kv_tune_force_format(char *buf, int cap) {
-    const force_map *m = atomic_load_explicit(&g_force, memory_order_acquire);
+    const force_published *m = atomic_load_explicit(&g_force, memory_order_acquire);
     int len = 0;
     if (cap > 0) buf[0] = '\0';
     for (int i = 0; m && i < m->n; i++) {
