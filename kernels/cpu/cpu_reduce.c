@@ -27,6 +27,7 @@
 
 #include "cpu/cpu.h"
 #include "kv/op_ids.h"
+#include "ref/ref_dims.h"
 
 typedef enum red_op { RED_SUM, RED_MEAN, RED_PROD, RED_AMAX, RED_ARGMAX } red_op;
 
@@ -46,36 +47,12 @@ typedef struct red_plan {
 
 static bool red_in_dtype(kv_dtype d) { return d == KV_F32 || d == KV_F64 || d == KV_I32 || d == KV_I64; }
 
-/* int[1]? / int[1] / int? into a mask; false for anything the reference
- * would refuse. `all_if_empty`: [] reduces every dim. */
+/* int[1]? / int[1] / int? into a mask (ref_dims.h, so exactly the lists
+ * the reference takes); false for anything the reference would refuse,
+ * which it then reports. `given`: the list named at least one dim. */
 static bool red_dims(const kv_ivalue *v, const kv_tensor *t, bool *reduce, bool *given) {
-    int64_t one = 0;
-    const int64_t *items = NULL;
-    int n = 0;
-    if (v->tag == KV_IV_INT_LIST) {
-        items = v->v.ints.items;
-        n = v->v.ints.n;
-    } else if (v->tag == KV_IV_INT) {
-        one = v->v.i;
-        items = &one;
-        n = 1;
-    } else if (v->tag != KV_IV_NONE) {
-        return false;
-    }
-    *given = n > 0;
-    for (int d = 0; d < KV_MAX_DIMS; d++) reduce[d] = n == 0;
-    bool seen[KV_MAX_DIMS + 1] = { false };
-    const int nd = t->ndim;
-    for (int i = 0; i < n; i++) {
-        int64_t d = items[i];
-        const int lim = nd > 0 ? nd : 1;
-        if (d < -lim || d >= lim) return false;
-        if (d < 0) d += lim;
-        if (seen[d]) return false;
-        seen[d] = true;
-        if (d < nd) reduce[d] = true;
-    }
-    return true;
+    int64_t bad = 0;
+    return kv_ref_dims_mask(v, t->ndim, reduce, given, &bad) == KV_REF_DIMS_OK;
 }
 
 static void red_plan_geom(red_plan *p, const kv_tensor *t, const bool *reduce, bool keepdim) {

@@ -5,37 +5,28 @@
 #include <string.h>
 
 #include "cuda/cuda_shim.h"
+#include "ref/ref_dims.h"
 
 typedef struct red_dims {
     bool reduce[KV_MAX_DIMS];
 } red_dims;
 
-/* int[1]? as a mask; None or [] reduces every dim (red_parse_dims). */
+/* int[1]? as a mask (ref_dims.h, as red_parse_dims reads it), the errors
+ * worded through the host table. */
 static kv_status red_parse(const char *op, const kv_stack *s, int slot, const kv_tensor *t, red_dims *out) {
     const kv_host_api *h = kv_cuda_host;
-    const kv_ivalue *v = &s->slots[slot];
-    int64_t one = 0;
-    const int64_t *items = NULL;
-    int n = 0;
-    if (v->tag == KV_IV_INT_LIST) {
-        items = v->v.ints.items;
-        n = v->v.ints.n;
-    } else if (v->tag == KV_IV_INT) {
-        one = v->v.i;
-        items = &one;
-        n = 1;
-    } else if (v->tag != KV_IV_NONE) {
-        return h->error(KV_ERR_INVALID_ARG, "%s: argument 'dim': expected int[] or None", op);
-    }
-    for (int d = 0; d < KV_MAX_DIMS; d++) out->reduce[d] = n == 0;
-    bool seen[KV_MAX_DIMS + 1] = { false };
-    for (int i = 0; i < n; i++) {
-        const int d = h->wrap_dim(items[i], t->ndim, op, "dim");
-        if (d < 0) return h->last_error();
-        if (seen[d])
-            return h->error(KV_ERR_DIM, "%s: argument 'dim': dim %d appears multiple times in the list of dims", op, d);
-        seen[d] = true;
-        if (d < t->ndim) out->reduce[d] = true;
+    bool given = false;
+    int64_t bad = 0;
+    switch (kv_ref_dims_mask(&s->slots[slot], t->ndim, out->reduce, &given, &bad)) {
+    case KV_REF_DIMS_OK: return KV_OK;
+    case KV_REF_DIMS_BAD_TAG: return h->error(KV_ERR_INVALID_ARG, "%s: argument 'dim': expected int[] or None", op);
+    case KV_REF_DIMS_OUT_OF_RANGE:
+        /* wrap_dim words the range error (and always fails here). */
+        if (h->wrap_dim(bad, t->ndim, op, "dim") < 0) return h->last_error();
+        return h->error(KV_ERR_DIM, "%s: argument 'dim': dimension %lld out of range", op, (long long)bad);
+    case KV_REF_DIMS_REPEATED:
+        return h->error(KV_ERR_DIM, "%s: argument 'dim': dim %d appears multiple times in the list of dims", op,
+                        (int)bad);
     }
     return KV_OK;
 }

@@ -100,25 +100,6 @@ static kv_status red_alloc_failed(const char *op) {
     return st != KV_OK ? st : kv_error(KV_ERR_OOM, "%s: could not allocate the result", op);
 }
 
-static const char *red_torch_dtype_name(kv_dtype dt) {
-    switch (dt) {
-    case KV_BOOL: return "Bool";
-    case KV_U8: return "Byte";
-    case KV_I8: return "Char";
-    case KV_I16: return "Short";
-    case KV_I32: return "Int";
-    case KV_I64: return "Long";
-    case KV_F16: return "Half";
-    case KV_BF16: return "BFloat16";
-    case KV_F32: return "Float";
-    case KV_F64: return "Double";
-    case KV_C64: return "ComplexFloat";
-    case KV_C128: return "ComplexDouble";
-    case KV_DTYPE_COUNT: break;
-    }
-    return "?";
-}
-
 /* ---- wide accumulators ---- */
 
 typedef enum red_acc_kind { RED_ACC_F64, RED_ACC_I64, RED_ACC_C128 } red_acc_kind;
@@ -258,12 +239,12 @@ KV_REF_KERNEL(mean) {
             return kv_error(KV_ERR_DTYPE,
                             "%s: argument 'dtype': could not infer output dtype. Optional dtype must be "
                             "either a floating point or complex dtype. Got: %s",
-                            name, red_torch_dtype_name(out_dt));
+                            name, kv_dtype_torch_name(out_dt));
     } else if (!kv_dtype_is_floating(out_dt) && !kv_dtype_is_complex(out_dt)) {
         return kv_error(KV_ERR_DTYPE,
                         "%s: argument 'self': could not infer output dtype. Input dtype must be either "
                         "a floating point or complex dtype. Got: %s",
-                        name, red_torch_dtype_name(out_dt));
+                        name, kv_dtype_torch_name(out_dt));
     }
     bool reduce[KV_MAX_DIMS];
     st = red_parse_dims(name, stack, 1, self, reduce);

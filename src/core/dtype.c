@@ -22,6 +22,25 @@ const char *kv_dtype_name(kv_dtype dt) {
     return "?";
 }
 
+const char *kv_dtype_torch_name(kv_dtype dt) {
+    switch (dt) {
+    case KV_BOOL: return "Bool";
+    case KV_U8: return "Byte";
+    case KV_I8: return "Char";
+    case KV_I16: return "Short";
+    case KV_I32: return "Int";
+    case KV_I64: return "Long";
+    case KV_F16: return "Half";
+    case KV_BF16: return "BFloat16";
+    case KV_F32: return "Float";
+    case KV_F64: return "Double";
+    case KV_C64: return "ComplexFloat";
+    case KV_C128: return "ComplexDouble";
+    case KV_DTYPE_COUNT: break;
+    }
+    return "?";
+}
+
 size_t kv_dtype_size(kv_dtype dt) {
     switch (dt) {
     case KV_BOOL: return 1;

@@ -214,26 +214,6 @@ kv_ag_edge kv_ag_edge_of(kv_tensor *t) {
 
 /* ---- running a node ---- */
 
-/* PyTorch's short type names for the version-counter message. */
-static const char *torch_type_name(kv_dtype dt) {
-    switch (dt) {
-    case KV_BOOL: return "Bool";
-    case KV_U8: return "Byte";
-    case KV_I8: return "Char";
-    case KV_I16: return "Short";
-    case KV_I32: return "Int";
-    case KV_I64: return "Long";
-    case KV_F16: return "Half";
-    case KV_BF16: return "BFloat16";
-    case KV_F32: return "Float";
-    case KV_F64: return "Double";
-    case KV_C64: return "ComplexFloat";
-    case KV_C128: return "ComplexDouble";
-    case KV_DTYPE_COUNT: break;
-    }
-    return "?";
-}
-
 static kv_status check_saved(const kv_ag_node *n, const kv_ag_saved_var *s) {
     if (s->t == NULL) return KV_OK;
     int64_t now = kv_tensor_version(s->t);
@@ -243,7 +223,7 @@ static kv_status check_saved(const kv_ag_node *n, const kv_ag_saved_var *s) {
     return kv_error(KV_ERR_INVALID_ARG,
                     "%s: one of the variables needed for gradient computation has been modified by an inplace "
                     "operation: [%s %s] is at version %lld; expected version %lld instead.",
-                    n->name, torch_type_name(s->t->dtype), shape, (long long)now, (long long)s->version);
+                    n->name, kv_dtype_torch_name(s->t->dtype), shape, (long long)now, (long long)s->version);
 }
 
 kv_status kv_ag_node_run(kv_ag_node *n, kv_tensor *const *grad_out, kv_tensor **grad_in) {

@@ -153,8 +153,9 @@ static kv_tensor *backend_to_dtype(const kv_tensor *raw, kv_dtype dt) {
     return run_for_tensor(op, backend_of(raw), &s);
 }
 
-/* dst_raw.copy_(src_raw) at the backend; both without functionality keys. */
-static kv_status backend_copy(kv_tensor *dst_raw, kv_tensor *src_raw) {
+/* dst_raw.copy_(src_raw), both without lazy bits: through the layers in
+ * `below` that are live (Functionalize, Trace), else at the backend. */
+static kv_status layered_copy(kv_tensor *dst_raw, kv_tensor *src_raw, kv_keyset below) {
     const kv_op *op = kv_op_find("copy_");
     if (op == NULL) return kv_last_error();
     kv_ivalue slots[KV_STACK_MAX];
@@ -163,7 +164,14 @@ static kv_status backend_copy(kv_tensor *dst_raw, kv_tensor *src_raw) {
     if ((st = kv_push_tensor(&s, dst_raw)) != KV_OK || (st = kv_push_tensor(&s, src_raw)) != KV_OK ||
         (st = push_defaults(&s, op, 2)) != KV_OK)
         return st;
-    kv_tensor *r = run_for_tensor(op, backend_of(dst_raw) | backend_of(src_raw), &s);
+    const kv_keyset backends = backend_of(dst_raw) | backend_of(src_raw);
+    const kv_keyset layers = below & KV_KEYSET_FUNCTIONALITY & kv_keyset_below(KV_KEY_CONJUGATE);
+    if (layers != 0) {
+        if ((st = kv_redispatch(op, layers | backends, &s)) != KV_OK) return st;
+        kv_stack_clear_returns(&s);
+        return KV_OK;
+    }
+    kv_tensor *r = run_for_tensor(op, backends, &s);
     if (r == NULL) return kv_last_error();
     kv_tensor_release(r);
     return KV_OK;
@@ -196,7 +204,7 @@ static bool replace_with(kv_tensor **t, kv_tensor *next) {
     return next != NULL;
 }
 
-kv_status kv_lazy_copy_logical(const char *op, kv_tensor *dst, const kv_tensor *src) {
+kv_status kv_lazy_copy_logical(const char *op, kv_tensor *dst, const kv_tensor *src, kv_keyset below) {
     if (kv_lazy_has(dst, KV_KEY_ZERO_TENSOR)) return kv_lazy_immutable_error(op, "self");
     /* stored_dst = f_dst(logical) = f_dst(f_src(stored_src)); the bits
      * both carry cancel (involutions that commute), the rest is applied to
@@ -214,7 +222,7 @@ kv_status kv_lazy_copy_logical(const char *op, kv_tensor *dst, const kv_tensor *
     kv_status st = KV_OK;
     kv_tensor *d = kv_lazy_raw_alias(dst);
     if (d == NULL) st = kv_last_error();
-    else st = backend_copy(d, s);
+    else st = layered_copy(d, s, below);
     kv_tensor_release(d);
     kv_tensor_release(s);
     return st;
@@ -349,14 +357,15 @@ static kv_status replace_list(const kv_lazy_bit *bit, const kv_op *op, const kv_
 
 /* Writes each mutable argument's result back into the caller's tensor and
  * returns the caller's tensor where the op returned the copy. */
-static kv_status copy_back(const kv_lazy_bit *bit, const kv_op *op, kv_stack *stack, const lazy_arg *rec, int nrec) {
+static kv_status copy_back(const kv_lazy_bit *bit, const kv_op *op, kv_keyset below, kv_stack *stack,
+                           const lazy_arg *rec, int nrec) {
     const kv_schema *s = kv_op_schema(op);
     for (int r = 0; r < nrec; r++) {
         if (!rec[r].write) continue;
         kv_status st = KV_OK;
         if (rec[r].m) {
             kv_tensor *orig = rec[r].saved.v.tensor;
-            st = kv_lazy_copy_logical(kv_op_name(op), orig, rec[r].m);
+            st = kv_lazy_copy_logical(kv_op_name(op), orig, rec[r].m, below);
             if (st != KV_OK) return st;
             kv_lazy_count(bit->key, KV_LAZY_COPY_BACKS);
             const char set = s->args[rec[r].index].alias.set;
@@ -372,7 +381,7 @@ static kv_status copy_back(const kv_lazy_bit *bit, const kv_op *op, kv_stack *st
             const kv_tensor_list orig = rec[r].saved.v.tensors;
             for (int e = 0; e < orig.n; e++) {
                 if (!kv_lazy_has(orig.items[e], bit->key)) continue;
-                st = kv_lazy_copy_logical(kv_op_name(op), orig.items[e], rec[r].items[e]);
+                st = kv_lazy_copy_logical(kv_op_name(op), orig.items[e], rec[r].items[e], below);
                 if (st != KV_OK) return st;
                 kv_lazy_count(bit->key, KV_LAZY_COPY_BACKS);
             }
@@ -407,7 +416,7 @@ kv_status kv_lazy_fallback_run(const kv_lazy_bit *bit, const kv_op *op, kv_keyse
     }
     if (st == KV_OK) {
         st = kv_redispatch(op, ks & kv_keyset_below(bit->key), stack);
-        if (st == KV_OK && any_write && (st = copy_back(bit, op, stack, rec, nrec)) != KV_OK)
+        if (st == KV_OK && any_write && (st = copy_back(bit, op, ks & kv_keyset_below(bit->key), stack, rec, nrec)) != KV_OK)
             kv_stack_clear_returns(stack);
     }
     /* A failed call leaves no returns, so the caller's arguments go back
@@ -437,7 +446,7 @@ static kv_status copy_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     const kv_tensor *src = kv_arg_tensor(stack, 1);
     if (((self->keys | src->keys) & KV_KEYSET_LAZY) == 0)
         return kv_redispatch(op, ks & kv_keyset_below(bit->key), stack);
-    if ((st = kv_lazy_copy_logical(kv_op_name(op), self, src)) != KV_OK) return st;
+    if ((st = kv_lazy_copy_logical(kv_op_name(op), self, src, ks & kv_keyset_below(bit->key))) != KV_OK) return st;
     kv_tensor_retain(self);
     kv_stack_return_tensor(stack, self);
     return KV_OK;

@@ -49,7 +49,11 @@ kv_tensor *kv_lazy_materialize_bit(const kv_tensor *t, const kv_lazy_bit *bit);
  * reads them back (the XOR rule of copy_). `op` names the caller in
  * errors; a ZeroTensor dst is the immutability error. Broadcasts src to
  * dst's shape and converts dtypes as copy_ does; bumps dst's version. */
-kv_status kv_lazy_copy_logical(const char *op, kv_tensor *dst, const kv_tensor *src);
+/* `below` is the key set under the lazy keys that the final write runs
+ * with: a mutation must reach Functionalize and Trace when they are live
+ * (materializations stay internal). With no functionality key in it the
+ * write goes straight to the backend. */
+kv_status kv_lazy_copy_logical(const char *op, kv_tensor *dst, const kv_tensor *src, kv_keyset below);
 /* KV_ERR_INVALID_ARG "op: argument 'arg': ZeroTensors are immutable. ..." */
 kv_status kv_lazy_immutable_error(const char *op, const char *arg);
 

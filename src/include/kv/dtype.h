@@ -33,6 +33,9 @@ typedef enum kv_dtype_category {
 } kv_dtype_category;
 
 const char *kv_dtype_name(kv_dtype dt);          /* "f32", "c64", ... */
+/* PyTorch's ScalarType names ("Float", "ComplexFloat", ...), for messages
+ * that have to read as PyTorch's do. */
+const char *kv_dtype_torch_name(kv_dtype dt);
 size_t kv_dtype_size(kv_dtype dt);               /* bytes per element */
 kv_dtype_category kv_dtype_category_of(kv_dtype dt);
 /* Accepts the short names above; returns 0 on success, -1 if unknown. */

@@ -3,7 +3,6 @@
  * loader's, so an editor can jump to it. */
 #include "tools/kvgen/kvgen.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,38 +152,9 @@ kv_status kv_gen_accel_load_text(const char *source, const char *text, const kv_
 
 kv_status kv_gen_accel_load_file(const char *path, const kv_gen_ops *ops, kv_gen_accel *out) {
     kv_gen_accel_init(out);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return kv_error(KV_ERR_INVALID_ARG, "%s: cannot open: %s", path, strerror(errno));
     char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            size_t ncap = cap ? cap * 2 : 16384;
-            char *p = realloc(text, ncap);
-            if (p == NULL) {
-                free(text);
-                fclose(f);
-                return kv_error(KV_ERR_OOM, "%s: out of memory", path);
-            }
-            text = p;
-            cap = ncap;
-        }
-        size_t got = fread(text + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) break;
-    }
-    bool failed = ferror(f) != 0;
-    int err = errno;
-    fclose(f);
-    if (failed) {
-        free(text);
-        return kv_error(KV_ERR_INVALID_ARG, "%s: cannot read: %s", path, strerror(err));
-    }
-    text[len] = '\0';
-    if (strlen(text) != len) {
-        free(text);
-        return kv_error(KV_ERR_INVALID_ARG, "%s: not a text file (contains a NUL byte)", path);
-    }
+    kv_status rd = kv_gen_read_text_file(path, &text);
+    if (rd != KV_OK) return rd;
     kv_status st = kv_gen_accel_load_text(path, text, ops, out);
     free(text);
     return st;

@@ -75,6 +75,11 @@ kv_status kv_gen_load_text(const char *source, const char *text, kv_gen_ops *out
 /* Reads the file at `path`, then kv_gen_load_text. An unreadable file is
  * KV_ERR_INVALID_ARG, "PATH: reason". */
 kv_status kv_gen_load_file(const char *path, kv_gen_ops *out);
+/* The whole file at `path` as a NUL-terminated string (*text_out, the
+ * caller frees). Unopenable, unreadable or holding a NUL byte:
+ * KV_ERR_INVALID_ARG, "PATH: reason"; KV_ERR_OOM. Shared by the schema and
+ * accel.conf loaders. */
+kv_status kv_gen_read_text_file(const char *path, char **text_out);
 
 /* Fills cname, id, ret_kind, params and outs of every op and checks for
  * duplicates, clashes and unmappable types (called by kv_gen_load_text;

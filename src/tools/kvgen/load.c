@@ -99,8 +99,8 @@ kv_status kv_gen_load_text(const char *source, const char *text, kv_gen_ops *out
     return kv_gen_prepare(out);
 }
 
-kv_status kv_gen_load_file(const char *path, kv_gen_ops *out) {
-    kv_gen_ops_init(out);
+kv_status kv_gen_read_text_file(const char *path, char **text_out) {
+    *text_out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return kv_error(KV_ERR_INVALID_ARG, "%s: cannot open: %s", path, strerror(errno));
     char *text = NULL;
@@ -129,10 +129,21 @@ kv_status kv_gen_load_file(const char *path, kv_gen_ops *out) {
         return kv_error(KV_ERR_INVALID_ARG, "%s: cannot read: %s", path, strerror(err));
     }
     text[len] = '\0';
+    /* The parsers stop at the first NUL; refuse rather than silently read
+     * half a file. */
     if (strlen(text) != len) {
         free(text);
         return kv_error(KV_ERR_INVALID_ARG, "%s: not a text file (contains a NUL byte)", path);
     }
+    *text_out = text;
+    return KV_OK;
+}
+
+kv_status kv_gen_load_file(const char *path, kv_gen_ops *out) {
+    kv_gen_ops_init(out);
+    char *text = NULL;
+    kv_status rd = kv_gen_read_text_file(path, &text);
+    if (rd != KV_OK) return rd;
     kv_status st = kv_gen_load_text(path, text, out);
     free(text);
     return st;
