@@ -14,6 +14,7 @@
 #include "kv/autocast.h"
 #include "kv/kv.h"
 #include "kv/trace.h"
+#include "test_util.h"
 
 static kv_tensor *mat(const void *v, int64_t r, int64_t c, kv_dtype dt) {
     const int64_t sizes[2] = { r, c };
@@ -469,15 +470,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static int setup(void **state) {
-    (void)state;
-    if (kv_init() != KV_OK) {
-        print_error("kv_init failed: %s\n", kv_last_error_message());
-        return -1;
-    }
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_mm_f16, teardown),
@@ -494,5 +486,5 @@ int main(void) {
         cmocka_unit_test_teardown(test_per_thread, teardown),
         cmocka_unit_test_teardown(test_trace_shows_casts, teardown),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, kv_test_setup_init, NULL);
 }

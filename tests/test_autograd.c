@@ -15,6 +15,7 @@
 
 #include "kv/autograd.h"
 #include "kv/kv.h"
+#include "test_util.h"
 
 /* ---- helpers ---- */
 
@@ -24,29 +25,14 @@
                                    (int)(sizeof((kv_tensor *[]){ __VA_ARGS__ }) / sizeof(kv_tensor *)) })
 #define DV(...) (const double[]){ __VA_ARGS__ }, (int)(sizeof((double[]){ __VA_ARGS__ }) / sizeof(double))
 
-static kv_tensor *ok_tensor(kv_tensor *t, const char *what) {
-    if (!t) fail_msg("%s failed: %s", what, kv_last_error_message());
-    return t;
-}
-#define OK(expr) ok_tensor((expr), #expr)
-#define OKS(expr)                                                                    \
-    do {                                                                             \
-        kv_status st_ = (expr);                                                      \
-        if (st_ != KV_OK) fail_msg("%s failed: %s", #expr, kv_last_error_message()); \
-    } while (0)
+#define OK(expr) KV_TEST_OK(expr)
+#define OKS(expr) KV_TEST_OKS(expr)
 
 static kv_tensor *f64_of(kv_int_list sizes, const double *vals, int n) {
     int64_t numel = 1;
     for (int d = 0; d < sizes.n; d++) numel *= sizes.items[d];
     assert_int_equal(numel, n);
     return OK(kv_tensor_from_data(vals, sizes.items, sizes.n, KV_F64));
-}
-
-static kv_tensor *f32_of(kv_int_list sizes, const double *vals, int n) {
-    float v[64];
-    assert_true(n <= 64);
-    for (int i = 0; i < n; i++) v[i] = (float)vals[i];
-    return OK(kv_tensor_from_data(v, sizes.items, sizes.n, KV_F32));
 }
 
 /* A leaf requiring grad. */
@@ -86,11 +72,6 @@ static void expect_error(kv_status st, kv_status code, const char *needle) {
 }
 
 static kv_tensor *total(kv_tensor *t) { return OK(kv_sum(t, NULL, false, NULL)); }
-
-static int setup(void **state) {
-    (void)state;
-    return kv_init() == KV_OK ? 0 : -1;
-}
 
 /* ---- requires_grad ---- */
 
@@ -213,7 +194,7 @@ static void test_broadcast_reduction(void **state) {
 /* A gradient flowing into an input of another dtype comes back in it. */
 static void test_grad_dtype_follows_input(void **state) {
     (void)state;
-    kv_tensor *x = leaf(f32_of(IL(2), DV(1.5, -2)));
+    kv_tensor *x = leaf(kv_test_f32_of(IL(2), DV(1.5, -2)));
     kv_tensor *y = f64_of(IL(2), DV(3, 4));
     kv_tensor *p = OK(kv_mul(x, y));
     assert_int_equal(p->dtype, KV_F64);
@@ -345,9 +326,9 @@ static void test_inplace_rebases_history(void **state) {
 
 static void test_saved_tensor_modified_is_error(void **state) {
     (void)state;
-    kv_tensor *x = leaf(f32_of(IL(3), DV(0, 1, 2)));
+    kv_tensor *x = leaf(kv_test_f32_of(IL(3), DV(0, 1, 2)));
     kv_tensor *y = OK(kv_exp(x)); /* ExpBackward0 saves its result */
-    kv_tensor *one = f32_of(IL(3), DV(1, 1, 1));
+    kv_tensor *one = kv_test_f32_of(IL(3), DV(1, 1, 1));
     const int64_t v = kv_tensor_version(y);
     OKS(kv_add_(y, one, kv_scalar_int(1)));
     kv_tensor *loss = total(y);
@@ -719,21 +700,11 @@ static void test_counters(void **state) {
 
 /* ---- an op without a formula ---- */
 
-static kv_status k_square(const kv_op *op, kv_keyset ks, kv_stack *stack) {
-    (void)op;
-    (void)ks;
-    kv_tensor *x = kv_arg_tensor(stack, 0);
-    kv_tensor *y = kv_mul(x, x);
-    if (y == NULL) return kv_last_error();
-    kv_stack_return_tensor(stack, y);
-    return KV_OK;
-}
-
 static void test_missing_formula(void **state) {
     (void)state;
     const kv_op *op = NULL;
     OKS(kv_op_register("kvt_ag_square(Tensor self) -> Tensor", &op));
-    OKS(kv_register_kernel("kvt_ag_square", KV_KEY_CPU, k_square));
+    OKS(kv_register_kernel("kvt_ag_square", KV_KEY_CPU, kv_test_kernel_square));
     kv_tensor *x = leaf(f64_of(IL(2), DV(1, 2)));
     kv_ivalue slots[1];
     kv_stack st = kv_stack_on(slots, 1);
@@ -797,5 +768,5 @@ int main(void) {
         cmocka_unit_test(test_missing_formula),
         cmocka_unit_test(test_long_chain),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, kv_test_setup_init, NULL);
 }

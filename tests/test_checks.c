@@ -23,6 +23,7 @@
 #include "runner/check.h"
 #include "runner/dump.h"
 #include "runner/golden.h"
+#include "test_util.h"
 
 /* ---- fixture: one golden store in a temp dir for the whole file ---- */
 
@@ -48,30 +49,11 @@ static int group_teardown(void **state) {
 
 /* ---- helpers ---- */
 
+/* kv_test_case_of, running only `checks`. */
 static kv_case mk_case(const char *op, kv_dtype dt, int n, const kv_shape *shapes, unsigned checks) {
-    kv_case c;
-    kv_case_init(&c);
-    strcpy(c.op, op);
-    const kv_op *o = kv_op_find(op);
-    assert_non_null(o);
-    const kv_schema *s = kv_op_schema(o);
-    int k = 0;
-    for (int a = 0; a < s->nargs && k < n; a++) {
-        if (s->args[a].type.kind != KV_TYPE_TENSOR) continue;
-        c.input_arg[k] = a;
-        c.dtypes[k] = dt;
-        c.shapes[k] = shapes[k];
-        k++;
-    }
-    c.ninputs = k;
+    kv_case c = kv_test_case_of(op, dt, n, shapes);
     c.checks = checks;
     return c;
-}
-
-static void add_arg(kv_case *c, const char *name, const char *value) {
-    strcpy(c->args[c->nargs].name, name);
-    strcpy(c->args[c->nargs].value, value);
-    c->nargs++;
 }
 
 #define CK(k) (1u << (k))
@@ -331,8 +313,8 @@ static void test_memory_pass_cases(void **state) {
     /* A view aliasing its input, an in-place op (self may change) and an
      * op whose values are unspecified. */
     kv_case t = mk_case("transpose.int", KV_F32, 1, S45, CK(KV_CHECK_MEMORY));
-    add_arg(&t, "dim0", "0");
-    add_arg(&t, "dim1", "1");
+    kv_test_case_add_arg(&t, "dim0", "0");
+    kv_test_case_add_arg(&t, "dim1", "1");
     kv_result_list res = run(&t);
     expect_status(&res, "memory", KV_RESULT_PASS);
     kv_result_list_free(&res);
@@ -341,7 +323,7 @@ static void test_memory_pass_cases(void **state) {
     expect_status(&res, "memory", KV_RESULT_PASS);
     kv_result_list_free(&res);
     kv_case e = mk_case("empty.memory_format", KV_F32, 0, NULL, CK(KV_CHECK_MEMORY));
-    add_arg(&e, "size", "[3,4]");
+    kv_test_case_add_arg(&e, "size", "[3,4]");
     res = run(&e);
     expect_status(&res, "memory", KV_RESULT_PASS);
     kv_result_list_free(&res);
@@ -415,7 +397,7 @@ static void test_bad_cases_are_error_rows(void **state) {
     expect_status(&res, "memory", KV_RESULT_ERROR);
     kv_result_list_free(&res);
     c = mk_case("sum.dim_IntList", KV_F32, 1, S45, 0);
-    add_arg(&c, "dim", "abc");
+    kv_test_case_add_arg(&c, "dim", "abc");
     res = run(&c);
     assert_int_equal(res.n, 3);
     for (int i = 0; i < res.n; i++) {
@@ -439,8 +421,8 @@ static void test_multi_output(void **state) {
     (void)state;
     const kv_shape sh[3] = { { 2, { 3, 8 } }, { 1, { 8 } }, { 1, { 8 } } };
     kv_case n = mk_case("native_layer_norm", KV_F32, 3, sh, 0);
-    add_arg(&n, "normalized_shape", "[8]");
-    add_arg(&n, "eps", "1e-05");
+    kv_test_case_add_arg(&n, "normalized_shape", "[8]");
+    kv_test_case_add_arg(&n, "eps", "1e-05");
     record(&n);
     kv_result_list res = run(&n);
     expect_status(&res, "golden", KV_RESULT_PASS);
@@ -631,14 +613,14 @@ static void test_float_variants_within_tolerance(void **state) {
         check_float_variant(&c, false);
     }
     kv_case c = mk_case("sum.dim_IntList", KV_F32, 1, s1, 0);
-    add_arg(&c, "dim", "1");
+    kv_test_case_add_arg(&c, "dim", "1");
     check_float_variant(&c, true);
     c = mk_case("mean.dim", KV_F32, 1, s1, 0);
-    add_arg(&c, "dim", "1");
+    kv_test_case_add_arg(&c, "dim", "1");
     check_float_variant(&c, true);
     const kv_shape sp[1] = { { 2, { 16, 24 } } };
     c = mk_case("prod.dim_int", KV_F32, 1, sp, 0);
-    add_arg(&c, "dim", "1");
+    kv_test_case_add_arg(&c, "dim", "1");
     check_float_variant(&c, true);
     const kv_shape sm[2] = { { 2, { 16, 300 } }, { 2, { 300, 8 } } };
     c = mk_case("mm", KV_F32, 2, sm, 0);
@@ -647,21 +629,21 @@ static void test_float_variants_within_tolerance(void **state) {
     c.fill = KV_FILL_EXACT;
     check_float_variant(&c, false);
     c = mk_case("_softmax", KV_F32, 1, s1, 0);
-    add_arg(&c, "dim", "1");
-    add_arg(&c, "half_to_float", "0");
+    kv_test_case_add_arg(&c, "dim", "1");
+    kv_test_case_add_arg(&c, "half_to_float", "0");
     check_float_variant(&c, true);
     c = mk_case("_log_softmax", KV_F32, 1, s1, 0);
-    add_arg(&c, "dim", "1");
-    add_arg(&c, "half_to_float", "0");
+    kv_test_case_add_arg(&c, "dim", "1");
+    kv_test_case_add_arg(&c, "half_to_float", "0");
     check_float_variant(&c, true);
     const kv_shape sl[3] = { { 2, { 16, 300 } }, { 1, { 300 } }, { 1, { 300 } } };
     c = mk_case("native_layer_norm", KV_F32, 3, sl, 0);
-    add_arg(&c, "normalized_shape", "[300]");
-    add_arg(&c, "eps", "1e-05");
+    kv_test_case_add_arg(&c, "normalized_shape", "[300]");
+    kv_test_case_add_arg(&c, "eps", "1e-05");
     check_float_variant(&c, true);
     const kv_shape sa[2] = { { 2, { 16, 300 } }, { 2, { 16, 300 } } };
     c = mk_case("add.Tensor", KV_F32, 2, sa, 0);
-    add_arg(&c, "alpha", "0.3");
+    kv_test_case_add_arg(&c, "alpha", "0.3");
     check_float_variant(&c, true);
 }
 

@@ -26,6 +26,7 @@
 
 #include "cpu/cpu.h"
 #include "kv/kv.h"
+#include "test_util.h"
 
 /* ---- inputs ---- */
 
@@ -350,11 +351,6 @@ static void check_call(call *c, const char *what) {
     if (optimized == 0) fail_msg("%s (%s): no optimized variant accepts the call", c->op, what);
     for (int i = 0; i < nref; i++) kv_tensor_release(ref[i]);
     for (int i = 0; i < c->nown; i++) kv_tensor_release(c->own[i]);
-}
-
-static int setup(void **state) {
-    (void)state;
-    return kv_init() == KV_OK ? 0 : -1;
 }
 
 /* ---- elementwise ---- */
@@ -1110,5 +1106,5 @@ int main(void) {
         cmocka_unit_test(test_predicates_exclude),
         cmocka_unit_test(test_report),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, kv_test_setup_init, NULL);
 }

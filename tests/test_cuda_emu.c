@@ -24,6 +24,7 @@
 
 #include "kv/backend.h"
 #include "kv/kv.h"
+#include "test_util.h"
 
 #define EMU_PATH "build/tests/emu/libkv_cuda_emu.so"
 #define CUDA_PATH "build/backends/libkv_cuda.so"
@@ -52,23 +53,6 @@ static kv_tensor *dev_f32(const float *v, const int64_t *sizes, int ndim) {
     return d;
 }
 
-static void expect_values(const kv_tensor *t, const double *want, int64_t n, double tol) {
-    assert_non_null(t);
-    kv_tensor *h = kv_backend_readable(t);
-    assert_non_null(h);
-    assert_int_equal(kv_tensor_numel(h), n);
-    int64_t idx[KV_MAX_DIMS] = { 0 };
-    for (int64_t i = 0; i < n; i++) {
-        const double got = kv_tensor_get_f64(h, idx);
-        if (fabs(got - want[i]) > tol) fail_msg("element %lld: got %.17g, want %.17g", (long long)i, got, want[i]);
-        for (int d = h->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < h->sizes[d]) break;
-            idx[d] = 0;
-        }
-    }
-    kv_tensor_release(h);
-}
-
 static void release_all(kv_tensor **ts, size_t n) {
     for (size_t i = 0; i < n; i++) kv_tensor_release(ts[i]);
 }
@@ -91,23 +75,23 @@ static void test_pointwise(void **state) {
     kv_tensor *s = kv_add(a, r, kv_scalar_double(0.5));
     assert_int_equal(s->device.type, EMU.type);
     static const double want_s[6] = { 6, 12, 18, 9, 15, 21 };
-    expect_values(s, want_s, 6, 0);
+    kv_test_expect_values_on(s, want_s, 6, 0);
     kv_tensor *t = kv_transpose(a, 0, 1); /* a view: same storage, no kernel */
     assert_ptr_equal(t->storage, a->storage);
     kv_tensor *m = kv_maximum(t, t);
     static const double want_m[6] = { 1, 4, 2, 5, 3, 6 };
-    expect_values(m, want_m, 6, 0);
+    kv_test_expect_values_on(m, want_m, 6, 0);
     kv_tensor *e = kv_exp(a);
     static const double want_e[6] = { 2.718281828459045, 7.38905609893065, 20.085536923187668,
                                       54.598150033144236, 148.4131591025766, 403.4287934927351 };
-    expect_values(e, want_e, 6, 1e-4);
+    kv_test_expect_values_on(e, want_e, 6, 1e-4);
     const kv_scalar lo = kv_scalar_int(2), hi = kv_scalar_double(4.5);
     kv_tensor *c = kv_clamp(a, &lo, &hi);
     static const double want_c[6] = { 2, 2, 3, 4, 4.5, 4.5 };
-    expect_values(c, want_c, 6, 0);
+    kv_test_expect_values_on(c, want_c, 6, 0);
     assert_int_equal(kv_mul_(a, a), KV_OK);
     static const double sq[6] = { 1, 4, 9, 16, 25, 36 };
-    expect_values(a, sq, 6, 0);
+    kv_test_expect_values_on(a, sq, 6, 0);
     kv_tensor *objs[] = { c, e, m, t, s, r, a };
     release_all(objs, sizeof objs / sizeof objs[0]);
 }
@@ -119,25 +103,25 @@ static void test_reduce_matmul_norm(void **state) {
     kv_tensor *a = dev_f32(av, s23, 2), *b = dev_f32(bv, s32, 2);
     kv_tensor *su = kv_sum(a, &L(0), false, NULL);
     static const double want_su[3] = { 5, 7, 9 };
-    expect_values(su, want_su, 3, 0);
+    kv_test_expect_values_on(su, want_su, 3, 0);
     kv_tensor *mx = kv_amax(a, L(1), true);
     assert_int_equal(mx->ndim, 2);
     static const double want_mx[2] = { 3, 6 };
-    expect_values(mx, want_mx, 2, 0);
+    kv_test_expect_values_on(mx, want_mx, 2, 0);
     kv_tensor *p = kv_mm(a, b);
     static const double want_p[4] = { 4, 5, 10, 11 };
-    expect_values(p, want_p, 4, 0);
+    kv_test_expect_values_on(p, want_p, 4, 0);
     kv_tensor *sm = kv__softmax(a, 1, false);
     const double e1 = exp(-2.0), e2 = exp(-1.0), z = e1 + e2 + 1.0;
     const double want_sm[6] = { e1 / z, e2 / z, 1 / z, e1 / z, e2 / z, 1 / z };
-    expect_values(sm, want_sm, 6, 1e-6);
+    kv_test_expect_values_on(sm, want_sm, 6, 1e-6);
     kv_tensor *out = NULL, *mean = NULL, *rstd = NULL;
     assert_int_equal(kv_native_layer_norm(a, L(3), NULL, NULL, 0.0, &out, &mean, &rstd), KV_OK);
     const double r = 1.0 / sqrt(2.0 / 3.0);
     const double want_ln[6] = { -r, 0, r, -r, 0, r }, want_mean[2] = { 2, 5 }, want_rstd[2] = { r, r };
-    expect_values(out, want_ln, 6, 1e-6);
-    expect_values(mean, want_mean, 2, 0);
-    expect_values(rstd, want_rstd, 2, 1e-6);
+    kv_test_expect_values_on(out, want_ln, 6, 1e-6);
+    kv_test_expect_values_on(mean, want_mean, 2, 0);
+    kv_test_expect_values_on(rstd, want_rstd, 2, 1e-6);
     kv_tensor *objs[] = { rstd, mean, out, sm, p, mx, su, b, a };
     release_all(objs, sizeof objs / sizeof objs[0]);
 }
@@ -152,23 +136,23 @@ static void test_copies_and_cat(void **state) {
     kv_tensor *c = kv_cat((kv_tensor_list){ items, 2 }, 1);
     assert_int_equal(c->sizes[1], 4);
     static const double want_c[8] = { 1.5, -2, 1.5, 3, 3, 4, -2, 4 };
-    expect_values(c, want_c, 8, 0);
+    kv_test_expect_values_on(c, want_c, 8, 0);
     kv_tensor *d = kv__to_copy(t, &(kv_dtype){ KV_F64 }, NULL, NULL, NULL, false, NULL);
     assert_int_equal(d->dtype, KV_F64);
     assert_int_equal(d->device.type, EMU.type);
     static const double want_t[4] = { 1.5, 3, -2, 4 };
-    expect_values(d, want_t, 4, 0);
+    kv_test_expect_values_on(d, want_t, 4, 0);
     kv_tensor *h = kv__to_copy(t, NULL, NULL, &KV_DEVICE_CPU0, NULL, false, NULL);
     assert_int_equal(h->device.type, KV_DEVICE_CPU);
     assert_non_null(kv_tensor_data(h));
-    expect_values(h, want_t, 4, 0);
+    kv_test_expect_values_on(h, want_t, 4, 0);
     kv_tensor *k = kv_contiguous(t, 0);
     assert_true(kv_tensor_is_contiguous(k));
-    expect_values(k, want_t, 4, 0);
+    kv_test_expect_values_on(k, want_t, 4, 0);
     /* copy_ converting f64 into f32, through a transposed destination */
     assert_int_equal(kv_copy_(t, d, false), KV_OK);
     static const double want_a[4] = { 1.5, -2, 3, 4 };
-    expect_values(a, want_a, 4, 0);
+    kv_test_expect_values_on(a, want_a, 4, 0);
     kv_tensor *objs[] = { k, h, d, c, t, a };
     release_all(objs, sizeof objs / sizeof objs[0]);
 }
@@ -221,7 +205,7 @@ static void test_staged_fallback(void **state) {
     assert_int_equal(r->device.type, EMU.type);
     assert_null(kv_tensor_data(r));
     static const double want_r[4] = { 5, 6, 1, 2 };
-    expect_values(r, want_r, 4, 0);
+    kv_test_expect_values_on(r, want_r, 4, 0);
     /* An in-place op through a view: written back, version bumped, the
      * argument itself returned. */
     kv_tensor *row = kv_select(w, 0, 1);
@@ -235,7 +219,7 @@ static void test_staged_fallback(void **state) {
     kv_stack_clear_returns(&st);
     assert_int_equal(kv_tensor_version(w), v0 + 1);
     static const double want_w[6] = { 1, 2, -7, -7, 5, 6 };
-    expect_values(w, want_w, 6, 0);
+    kv_test_expect_values_on(w, want_w, 6, 0);
     kv_tensor *objs[] = { row, r, idx, ci, w };
     release_all(objs, sizeof objs / sizeof objs[0]);
 }

@@ -29,6 +29,7 @@
 #include "runner/golden.h"
 #include "runner/merge.h"
 #include "runner/report.h"
+#include "test_util.h"
 
 /* ---- test kernels: y = 2 * x, f32, any strides ---- */
 
@@ -132,16 +133,6 @@ static char *read_file(const char *path, size_t *len) {
     return b;
 }
 
-/* The whole contents of a tmpfile written by the code under test. */
-static char *slurp(FILE *f) {
-    fflush(f);
-    long n = ftell(f);
-    rewind(f);
-    char *b = calloc((size_t)n + 1, 1);
-    if (n > 0) assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    return b;
-}
-
 static void load_suite(kv_case_list *cases) {
     memset(cases, 0, sizeof *cases);
     kv_status st = kv_cases_from_file(g_suite, cases);
@@ -177,8 +168,8 @@ static void run_driver(kv_driver_options *o, const kv_case_list *cases, run_out 
     o->err = err;
     memset(r, 0, sizeof *r);
     r->rc = kv_driver_run(o, cases, out);
-    r->out = slurp(out);
-    r->err = slurp(err);
+    r->out = kv_test_slurp_stream(out);
+    r->err = kv_test_slurp_stream(err);
     fclose(out);
     fclose(err);
     o->err = NULL;
@@ -706,7 +697,7 @@ static void test_duplicates_run_once(void **state) {
     assert_int_equal(sel[0], 0); /* the first occurrence stays */
     assert_int_equal(sel[1], 2);
     free(sel);
-    char *msg = slurp(err);
+    char *msg = kv_test_slurp_stream(err);
     fclose(err);
     char where[1000];
     snprintf(where, sizeof where, "%s:2: duplicate case kvt_good(dtype=f32,shape=[4,5]) (first at %s:1)", path,
@@ -857,31 +848,7 @@ static const char *kvrun_path(void) {
 static int run_kvrun(const char *const *args, char **out, char **err) {
     const char *bin = kvrun_path();
     if (access(bin, X_OK) != 0) fail_msg("%s not found: run from the repo root after `ninja` (or set KVRUN)", bin);
-    FILE *fo = tmpfile(), *fe = tmpfile();
-    assert_non_null(fo);
-    assert_non_null(fe);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fileno(fo), 1);
-        dup2(fileno(fe), 2);
-        const char *av[32];
-        int n = 0;
-        av[n++] = bin;
-        for (int i = 0; args[i] && n < 31; i++) av[n++] = args[i];
-        av[n] = NULL;
-        execv(bin, (char *const *)av);
-        _exit(127);
-    }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    fseek(fo, 0, SEEK_END);
-    fseek(fe, 0, SEEK_END);
-    *out = slurp(fo);
-    *err = slurp(fe);
-    fclose(fo);
-    fclose(fe);
+    const int status = kv_test_run_captured(bin, args, out, err);
     assert_true(WIFEXITED(status));
     return WEXITSTATUS(status);
 }

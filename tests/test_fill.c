@@ -18,6 +18,7 @@
 #include "runner/compare.h"
 #include "runner/fill.h"
 #include "runner/inputs.h"
+#include "test_util.h"
 
 /* ---- helpers ---- */
 
@@ -34,33 +35,6 @@ static int teardown(void **state) {
     (void)state;
     assert_int_equal(kv_allocator_stats_of(KV_DEVICE_CPU).live_count, live_at_start);
     return 0;
-}
-
-/* A case of `op` whose tensor inputs (schema order) get dtype dt and the
- * given shapes. */
-static kv_case mk_case(const char *op, kv_dtype dt, int n, const kv_shape *shapes) {
-    kv_case c;
-    kv_case_init(&c);
-    strcpy(c.op, op);
-    const kv_op *o = kv_op_find(op);
-    assert_non_null(o);
-    const kv_schema *s = kv_op_schema(o);
-    int k = 0;
-    for (int a = 0; a < s->nargs && k < n; a++) {
-        if (s->args[a].type.kind != KV_TYPE_TENSOR) continue;
-        c.input_arg[k] = a;
-        c.dtypes[k] = dt;
-        c.shapes[k] = shapes[k];
-        k++;
-    }
-    c.ninputs = k;
-    return c;
-}
-
-static void add_arg(kv_case *c, const char *name, const char *value) {
-    strcpy(c->args[c->nargs].name, name);
-    strcpy(c->args[c->nargs].value, value);
-    c->nargs++;
 }
 
 static void make(const kv_case *c, bool contiguous, kv_case_inputs *in) {
@@ -124,7 +98,7 @@ static void test_rng_ranges(void **state) {
 static void test_same_seed_same_bytes(void **state) {
     (void)state;
     const kv_shape sh[2] = { { 2, { 4, 5 } }, { 2, { 4, 5 } } };
-    kv_case c = mk_case("add.Tensor", KV_F32, 2, sh);
+    kv_case c = kv_test_case_of("add.Tensor", KV_F32, 2, sh);
     kv_case_inputs a, b, d;
     make(&c, true, &a);
     make(&c, true, &b);
@@ -155,7 +129,7 @@ static void test_same_seed_same_bytes(void **state) {
 static void test_real_domains(void **state) {
     (void)state;
     const kv_shape s1[1] = { { 1, { 200 } } };
-    kv_case c = mk_case("log", KV_F32, 1, s1);
+    kv_case c = kv_test_case_of("log", KV_F32, 1, s1);
     kv_case_inputs in;
     make(&c, true, &in);
     for (int64_t k = 0; k < 200; k++) {
@@ -165,7 +139,7 @@ static void test_real_domains(void **state) {
     kv_case_inputs_free(&in);
 
     const kv_shape s2[2] = { { 1, { 200 } }, { 1, { 200 } } };
-    c = mk_case("add.Tensor", KV_F64, 2, s2);
+    c = kv_test_case_of("add.Tensor", KV_F64, 2, s2);
     make(&c, true, &in);
     double lo = 1e9, hi = -1e9;
     for (int64_t k = 0; k < 200; k++) {
@@ -177,7 +151,7 @@ static void test_real_domains(void **state) {
     assert_true(lo < -1.5 && hi > 1.5); /* it is spread over the domain */
     kv_case_inputs_free(&in);
 
-    c = mk_case("div.Tensor", KV_F32, 2, s2);
+    c = kv_test_case_of("div.Tensor", KV_F32, 2, s2);
     make(&c, true, &in);
     int neg = 0;
     for (int64_t k = 0; k < 200; k++) {
@@ -189,7 +163,7 @@ static void test_real_domains(void **state) {
     kv_case_inputs_free(&in);
 
     const kv_shape s3[3] = { { 1, { 64 } }, { 1, { 64 } }, { 1, { 64 } } };
-    c = mk_case("where.self", KV_F32, 3, s3);
+    c = kv_test_case_of("where.self", KV_F32, 3, s3);
     c.dtypes[0] = KV_BOOL;
     make(&c, true, &in);
     int ones = 0;
@@ -206,10 +180,10 @@ static void test_index_domains(void **state) {
     (void)state;
     const kv_shape sh[2] = { { 2, { 3, 7 } }, { 1, { 50 } } };
     for (int f = 0; f < 3; f++) {
-        kv_case c = mk_case("index_select", KV_F32, 2, sh);
+        kv_case c = kv_test_case_of("index_select", KV_F32, 2, sh);
         c.dtypes[1] = KV_I64;
         c.fill = (kv_fill)f;
-        add_arg(&c, "dim", "-1");
+        kv_test_case_add_arg(&c, "dim", "-1");
         kv_case_inputs in;
         make(&c, true, &in);
         bool saw_last = false;
@@ -227,7 +201,7 @@ static void test_index_domains(void **state) {
         kv_case_inputs_free(&in);
     }
     const kv_shape se[2] = { { 2, { 5, 3 } }, { 2, { 4, 4 } } };
-    kv_case c = mk_case("embedding", KV_F32, 2, se);
+    kv_case c = kv_test_case_of("embedding", KV_F32, 2, se);
     c.dtypes[1] = KV_I32;
     kv_case_inputs in;
     make(&c, true, &in);
@@ -243,7 +217,7 @@ static void test_index_domains(void **state) {
 static void test_exact_quarters_and_ints(void **state) {
     (void)state;
     const kv_shape s2[2] = { { 1, { 300 } }, { 1, { 300 } } };
-    kv_case c = mk_case("mul.Tensor", KV_BF16, 2, s2);
+    kv_case c = kv_test_case_of("mul.Tensor", KV_BF16, 2, s2);
     c.fill = KV_FILL_EXACT;
     kv_case_inputs in;
     make(&c, true, &in);
@@ -257,7 +231,7 @@ static void test_exact_quarters_and_ints(void **state) {
     assert_true(frac);
     kv_case_inputs_free(&in);
 
-    c = mk_case("mul.Tensor", KV_U8, 2, s2);
+    c = kv_test_case_of("mul.Tensor", KV_U8, 2, s2);
     c.fill = KV_FILL_EXACT;
     make(&c, true, &in);
     for (int64_t k = 0; k < 300; k++) assert_true(get(in.tensors[0], k) <= 8.0);
@@ -269,7 +243,7 @@ static void test_exact_quarters_and_ints(void **state) {
 static void test_exact_matmul_is_exact(void **state) {
     (void)state;
     const kv_shape sh[2] = { { 2, { 4, 128 } }, { 2, { 128, 3 } } };
-    kv_case c = mk_case("mm", KV_F16, 2, sh);
+    kv_case c = kv_test_case_of("mm", KV_F16, 2, sh);
     c.fill = KV_FILL_EXACT;
     kv_case_inputs in;
     make(&c, true, &in);
@@ -293,7 +267,7 @@ static void test_exact_matmul_is_exact(void **state) {
 
     /* bf16 (8 bits) with K = 64: 256/64 = 4 = R^2, so R = 2. */
     const kv_shape sb[2] = { { 2, { 2, 64 } }, { 2, { 64, 2 } } };
-    c = mk_case("mm", KV_BF16, 2, sb);
+    c = kv_test_case_of("mm", KV_BF16, 2, sb);
     c.fill = KV_FILL_EXACT;
     make(&c, true, &in);
     for (int64_t k = 0; k < 128; k++) assert_true(fabs(get(in.tensors[0], k)) <= 2.0);
@@ -301,7 +275,7 @@ static void test_exact_matmul_is_exact(void **state) {
 
     /* sum over 256 bf16 elements: R = 256/256 = 1. */
     const kv_shape ss[1] = { { 1, { 256 } } };
-    c = mk_case("sum.dim_IntList", KV_BF16, 1, ss);
+    c = kv_test_case_of("sum.dim_IntList", KV_BF16, 1, ss);
     c.fill = KV_FILL_EXACT;
     make(&c, true, &in);
     for (int64_t k = 0; k < 256; k++) assert_true(fabs(get(in.tensors[0], k)) <= 1.0);
@@ -309,9 +283,9 @@ static void test_exact_matmul_is_exact(void **state) {
 
     /* prod: +-1 only. */
     const kv_shape sp[1] = { { 2, { 4, 8 } } };
-    c = mk_case("prod.dim_int", KV_F16, 1, sp);
+    c = kv_test_case_of("prod.dim_int", KV_F16, 1, sp);
     c.fill = KV_FILL_EXACT;
-    add_arg(&c, "dim", "1");
+    kv_test_case_add_arg(&c, "dim", "1");
     make(&c, true, &in);
     for (int64_t k = 0; k < 32; k++) assert_true(fabs(get(in.tensors[0], k)) == 1.0);
     kv_case_inputs_free(&in);
@@ -322,7 +296,7 @@ static void test_exact_matmul_is_exact(void **state) {
 static void test_special_values_present(void **state) {
     (void)state;
     const kv_shape sh[2] = { { 1, { 169 } }, { 1, { 169 } } };
-    kv_case c = mk_case("add.Tensor", KV_F32, 2, sh);
+    kv_case c = kv_test_case_of("add.Tensor", KV_F32, 2, sh);
     c.fill = KV_FILL_SPECIAL;
     kv_case_inputs in;
     make(&c, true, &in);
@@ -347,7 +321,7 @@ static void test_special_values_present(void **state) {
     kv_case_inputs_free(&in);
 
     /* f16 and bf16 extremes. */
-    c = mk_case("add.Tensor", KV_F16, 2, sh);
+    c = kv_test_case_of("add.Tensor", KV_F16, 2, sh);
     c.fill = KV_FILL_SPECIAL;
     make(&c, true, &in);
     const uint16_t *h = kv_tensor_data(in.tensors[0]);
@@ -358,7 +332,7 @@ static void test_special_values_present(void **state) {
         assert_true(found);
     }
     kv_case_inputs_free(&in);
-    c = mk_case("add.Tensor", KV_BF16, 2, sh);
+    c = kv_test_case_of("add.Tensor", KV_BF16, 2, sh);
     c.fill = KV_FILL_SPECIAL;
     make(&c, true, &in);
     h = kv_tensor_data(in.tensors[0]);
@@ -371,7 +345,7 @@ static void test_special_values_present(void **state) {
     kv_case_inputs_free(&in);
 
     /* Integers: min, max, 0, -1, 1; bools both. */
-    c = mk_case("add.Tensor", KV_I8, 2, sh);
+    c = kv_test_case_of("add.Tensor", KV_I8, 2, sh);
     c.fill = KV_FILL_SPECIAL;
     make(&c, true, &in);
     const int8_t *i8 = kv_tensor_data(in.tensors[0]);
@@ -382,7 +356,7 @@ static void test_special_values_present(void **state) {
         assert_true(found);
     }
     kv_case_inputs_free(&in);
-    c = mk_case("eq.Tensor", KV_BOOL, 2, sh);
+    c = kv_test_case_of("eq.Tensor", KV_BOOL, 2, sh);
     c.fill = KV_FILL_SPECIAL;
     make(&c, true, &in);
     const uint8_t *bb = kv_tensor_data(in.tensors[0]);
@@ -399,7 +373,7 @@ static void test_layouts_same_values(void **state) {
                                KV_LAYOUT_BROADCAST };
     const kv_cmp_rule strict = { KV_CMP_BITWISE, 0, false, true };
     for (int l = 0; l < 5; l++) {
-        kv_case c = mk_case("neg", KV_F32, 1, sh);
+        kv_case c = kv_test_case_of("neg", KV_F32, 1, sh);
         c.layouts[0] = all[l];
         kv_case_inputs gold, lay;
         make(&c, true, &gold);
@@ -436,7 +410,7 @@ static void test_layouts_same_values(void **state) {
     }
     /* A 1-d tensor in layout t is just contiguous. */
     const kv_shape s1[1] = { { 1, { 6 } } };
-    kv_case c = mk_case("neg", KV_F32, 1, s1);
+    kv_case c = kv_test_case_of("neg", KV_F32, 1, s1);
     c.layouts[0] = KV_LAYOUT_TRANSPOSED;
     kv_case_inputs in;
     make(&c, false, &in);
@@ -447,7 +421,7 @@ static void test_layouts_same_values(void **state) {
 static void test_broadcast_golden_key(void **state) {
     (void)state;
     const kv_shape sh[2] = { { 2, { 4, 5 } }, { 2, { 4, 5 } } };
-    kv_case c = mk_case("add.Tensor", KV_F32, 2, sh);
+    kv_case c = kv_test_case_of("add.Tensor", KV_F32, 2, sh);
     char plain[1024], bk[1024];
     kv_fill_golden_key(&c, plain, (int)sizeof plain);
     c.layouts[0] = KV_LAYOUT_TRANSPOSED;
@@ -464,9 +438,9 @@ static void test_broadcast_golden_key(void **state) {
 static void test_args_boxing(void **state) {
     (void)state;
     const kv_shape sh[1] = { { 2, { 2, 3 } } };
-    kv_case c = mk_case("sum.dim_IntList", KV_F32, 1, sh);
-    add_arg(&c, "dim", "[0,1]");
-    add_arg(&c, "keepdim", "1");
+    kv_case c = kv_test_case_of("sum.dim_IntList", KV_F32, 1, sh);
+    kv_test_case_add_arg(&c, "dim", "[0,1]");
+    kv_test_case_add_arg(&c, "keepdim", "1");
     kv_case_inputs in;
     make(&c, true, &in);
     assert_int_equal(in.args[1].tag, KV_IV_INT_LIST);
@@ -477,12 +451,12 @@ static void test_args_boxing(void **state) {
     assert_int_equal(in.args[3].tag, KV_IV_NONE); /* dtype=None */
     kv_case_inputs_free(&in);
 
-    kv_case g = mk_case("gelu", KV_F32, 1, sh);
+    kv_case g = kv_test_case_of("gelu", KV_F32, 1, sh);
     make(&g, true, &in);
     assert_int_equal(in.args[1].tag, KV_IV_STR);
     assert_string_equal(in.args[1].v.str, "none"); /* the schema default */
     kv_case_inputs_free(&in);
-    add_arg(&g, "approximate", "tanh");
+    kv_test_case_add_arg(&g, "approximate", "tanh");
     make(&g, true, &in);
     assert_string_equal(in.args[1].v.str, "tanh");
     kv_case_inputs_free(&in);
@@ -493,24 +467,24 @@ static void test_bad_cases_are_errors(void **state) {
     const kv_shape sh[1] = { { 2, { 2, 3 } } };
     const kv_op *op = kv_op_find("sum.dim_IntList");
     kv_case_inputs in;
-    kv_case c = mk_case("sum.dim_IntList", KV_F32, 1, sh);
-    add_arg(&c, "dim", "abc");
+    kv_case c = kv_test_case_of("sum.dim_IntList", KV_F32, 1, sh);
+    kv_test_case_add_arg(&c, "dim", "abc");
     assert_int_equal(kv_case_inputs_make(&c, op, KV_DEVICE_CPU0, true, &in), KV_ERR_INVALID_ARG);
     assert_non_null(strstr(kv_last_error_message(), "dim"));
-    c = mk_case("sum.dim_IntList", KV_F32, 1, sh);
-    add_arg(&c, "nosuch", "1");
+    c = kv_test_case_of("sum.dim_IntList", KV_F32, 1, sh);
+    kv_test_case_add_arg(&c, "nosuch", "1");
     assert_int_equal(kv_case_inputs_make(&c, op, KV_DEVICE_CPU0, true, &in), KV_ERR_INVALID_ARG);
     assert_non_null(strstr(kv_last_error_message(), "nosuch"));
-    c = mk_case("sum.dim_IntList", KV_F32, 1, sh);
+    c = kv_test_case_of("sum.dim_IntList", KV_F32, 1, sh);
     c.input_arg[0] = 2; /* keepdim: not a tensor */
     assert_int_equal(kv_case_inputs_make(&c, op, KV_DEVICE_CPU0, true, &in), KV_ERR_INVALID_ARG);
-    c = mk_case("sum.dim_IntList", KV_F32, 1, sh);
+    c = kv_test_case_of("sum.dim_IntList", KV_F32, 1, sh);
     c.shapes[0].sizes[1] = -3;
     assert_true(kv_case_inputs_make(&c, op, KV_DEVICE_CPU0, true, &in) != KV_OK);
     assert_non_null(strstr(kv_last_error_message(), "input 0"));
     /* A required tensor the case does not give. */
     const kv_shape s2[1] = { { 1, { 3 } } };
-    c = mk_case("add.Tensor", KV_F32, 1, s2);
+    c = kv_test_case_of("add.Tensor", KV_F32, 1, s2);
     assert_int_equal(kv_case_inputs_make(&c, kv_op_find("add.Tensor"), KV_DEVICE_CPU0, true, &in), KV_ERR_INVALID_ARG);
     assert_non_null(strstr(kv_last_error_message(), "other"));
 }

@@ -15,6 +15,7 @@
 #include "kv/functionalize.h"
 #include "kv/kv.h"
 #include "kv/trace.h"
+#include "test_util.h"
 
 static kv_tensor *vec(const void *v, int64_t n, kv_dtype dt) {
     const int64_t sizes[1] = { n };
@@ -544,15 +545,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static int setup(void **state) {
-    (void)state;
-    if (kv_init() != KV_OK) {
-        print_error("kv_init failed: %s\n", kv_last_error_message());
-        return -1;
-    }
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_add_, teardown),
@@ -571,5 +563,5 @@ int main(void) {
         cmocka_unit_test_teardown(test_trace_sees_functional_ops, teardown),
         cmocka_unit_test_teardown(test_per_thread, teardown),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, kv_test_setup_init, NULL);
 }

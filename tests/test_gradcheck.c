@@ -17,6 +17,7 @@
 #include "kv/autograd.h"
 #include "kv/kv.h"
 #include "modes/autograd_internal.h"
+#include "test_util.h"
 
 #define IL(...) ((kv_int_list){ (const int64_t[]){ __VA_ARGS__ }, \
                                 (int)(sizeof((int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t)) })
@@ -349,11 +350,6 @@ static const gc_case k_cases[] = {
 
 #define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
-static int setup(void **state) {
-    (void)state;
-    return kv_init() == KV_OK ? 0 : -1;
-}
-
 static const kv_op *find_op(const char *name) {
     const kv_op *op = kv_op_find(name);
     if (op == NULL) kv_error_clear();
@@ -409,16 +405,6 @@ static void test_gradcheck_every_formula(void **state) {
 
 /* ---- the check must be able to fail ---- */
 
-static kv_status k_square(const kv_op *op, kv_keyset ks, kv_stack *stack) {
-    (void)op;
-    (void)ks;
-    kv_tensor *x = kv_arg_tensor(stack, 0);
-    kv_tensor *y = kv_mul(x, x);
-    if (y == NULL) return kv_last_error();
-    kv_stack_return_tensor(stack, y);
-    return KV_OK;
-}
-
 /* d(x^2) is 2 x grad; this says x grad. */
 static kv_status f_wrong_square(kv_ag_fctx *c) {
     kv_ag_set(c, 0, kv_ag_keep(c, kv_mul(kv_ag_grad(c, 0), kv_ag_saved(c, 0))));
@@ -437,7 +423,7 @@ static void test_wrong_formula_fails(void **state) {
     (void)state;
     const kv_op *op = NULL;
     assert_int_equal(kv_op_register("kvt_gc_square(Tensor self) -> Tensor", &op), KV_OK);
-    assert_int_equal(kv_register_kernel("kvt_gc_square", KV_KEY_CPU, k_square), KV_OK);
+    assert_int_equal(kv_register_kernel("kvt_gc_square", KV_KEY_CPU, kv_test_kernel_square), KV_OK);
     assert_int_equal(kv_ag_register_formula(op, &k_wrong_row), KV_OK);
 
     cb b;
@@ -563,5 +549,5 @@ int main(void) {
         cmocka_unit_test(test_forward_error_is_not_a_mismatch),
         cmocka_unit_test(test_callable_form),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, kv_test_setup_init, NULL);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kv/kv.h"
+#include "test_util.h"
 
 /* ---- helpers ---- */
 
@@ -34,31 +35,8 @@ static kv_tensor *c64_of(kv_int_list sizes, const float *pairs, int n) {
     return t;
 }
 
-static kv_tensor *f32_of(kv_int_list sizes, const double *vals, int n) {
-    float v[64];
-    assert_true(n <= 64);
-    for (int i = 0; i < n; i++) v[i] = (float)vals[i];
-    kv_tensor *t = kv_tensor_from_data(v, sizes.items, sizes.n, KV_F32);
-    assert_non_null(t);
-    return t;
-}
-
-static kv_tensor *i32_of(kv_int_list sizes, const int32_t *vals) {
-    kv_tensor *t = kv_tensor_from_data(vals, sizes.items, sizes.n, KV_I32);
-    assert_non_null(t);
-    return t;
-}
-
-static kv_tensor *ok_tensor(kv_tensor *t, const char *what) {
-    if (!t) fail_msg("%s failed: %s", what, kv_last_error_message());
-    return t;
-}
-#define OK(expr) ok_tensor((expr), #expr)
-#define OKS(expr)                                                                          \
-    do {                                                                                   \
-        kv_status st_ = (expr);                                                            \
-        if (st_ != KV_OK) fail_msg("%s failed: %s", #expr, kv_last_error_message());       \
-    } while (0)
+#define OK(expr) KV_TEST_OK(expr)
+#define OKS(expr) KV_TEST_OKS(expr)
 
 /* The row-major multi-index of element i. */
 static void unravel(const kv_tensor *t, int64_t i, int64_t *idx) {
@@ -133,15 +111,6 @@ static void expect_error(kv_status want, const char *part1, const char *part2) {
     if (part2 && !strstr(m, part2)) fail_msg("message '%s' lacks '%s'", m, part2);
 }
 
-static int setup(void **state) {
-    (void)state;
-    if (kv_init() != KV_OK) {
-        print_error("kv_init failed: %s\n", kv_last_error_message());
-        return -1;
-    }
-    return 0;
-}
-
 /* a = [1+2i, 3-4i]; conj(a) = [1-2i, 3+4i] */
 static kv_tensor *vec_a(void) { return c64_of(IL(2), CV(1, 2, 3, -4)); }
 /* b = [5+1i, -1+2i] */
@@ -182,7 +151,7 @@ static void test_conj_view_shares_storage_and_toggles(void **state) {
 
 static void test_conj_of_real_is_identity(void **state) {
     (void)state;
-    kv_tensor *x = f32_of(IL(3), DV(1, -2, 3.5));
+    kv_tensor *x = kv_test_f32_of(IL(3), DV(1, -2, 3.5));
     kv_tensor *c = OK(kv_conj(x));
     assert_ptr_equal(c->storage, x->storage);
     assert_int_equal(c->keys, x->keys);
@@ -344,14 +313,14 @@ static void test_inplace_into_broadcast_lazy_self_errors(void **state) {
 
 static void test_neg_view_and_ops(void **state) {
     (void)state;
-    kv_tensor *x = f32_of(IL(2, 2), DV(1, -2, 3, 0.5));
+    kv_tensor *x = kv_test_f32_of(IL(2, 2), DV(1, -2, 3, 0.5));
     kv_tensor *n = OK(kv__neg_view(x));
     assert_ptr_equal(n->storage, x->storage);
     assert_true(is_neg(n));
     assert_false(is_neg(x));
     expect_stored_real(n, DV(1, -2, 3, 0.5));
     expect_logical_real(n, DV(-1, 2, -3, -0.5));
-    kv_tensor *y = f32_of(IL(2, 2), DV(10, 20, 30, 40));
+    kv_tensor *y = kv_test_f32_of(IL(2, 2), DV(10, 20, 30, 40));
     kv_lazy_counters_reset();
 
     kv_tensor *r = OK(kv_add(n, y, kv_scalar_int(1)));
@@ -388,9 +357,9 @@ static void test_neg_view_and_ops(void **state) {
 
 static void test_neg_view_ints(void **state) {
     (void)state;
-    kv_tensor *x = i32_of(IL(3), (const int32_t[]){ 1, -2, INT32_MIN });
+    kv_tensor *x = kv_test_i32_of(IL(3), (const int32_t[]){ 1, -2, INT32_MIN });
     kv_tensor *n = OK(kv__neg_view(x));
-    kv_tensor *y = i32_of(IL(3), (const int32_t[]){ 10, 10, 0 });
+    kv_tensor *y = kv_test_i32_of(IL(3), (const int32_t[]){ 10, 10, 0 });
     /* -INT32_MIN wraps to INT32_MIN, as in PyTorch */
     kv_tensor *r = OK(kv_add(n, y, kv_scalar_int(1)));
     assert_int_equal(r->dtype, KV_I32);
@@ -490,21 +459,21 @@ static void test_copy_xor_rule(void **state) {
 static void test_copy_neg_and_dtype(void **state) {
     (void)state;
     /* f32 src into a negative i32 view: stored = -(int)src */
-    kv_tensor *dbase = i32_of(IL(3), (const int32_t[]){ 0, 0, 0 });
+    kv_tensor *dbase = kv_test_i32_of(IL(3), (const int32_t[]){ 0, 0, 0 });
     kv_tensor *dst = OK(kv__neg_view(dbase));
-    kv_tensor *src = f32_of(IL(3), DV(1.5, -2, 7));
+    kv_tensor *src = kv_test_f32_of(IL(3), DV(1.5, -2, 7));
     OKS(kv_copy_(dst, src, false));
     assert_true(is_neg(dst));
     expect_stored_real(dbase, DV(-1, 2, -7));
     expect_logical_real(dst, DV(1, -2, 7));
     /* a negative src into a plain dst, broadcast along dim 0 */
-    kv_tensor *plain = f32_of(IL(2, 3), DV(0, 0, 0, 0, 0, 0));
+    kv_tensor *plain = kv_test_f32_of(IL(2, 3), DV(0, 0, 0, 0, 0, 0));
     kv_tensor *nsrc = OK(kv__neg_view(src));
     OKS(kv_copy_(plain, nsrc, false));
     assert_false(is_neg(plain));
     expect_stored_real(plain, DV(-1.5, 2, -7, -1.5, 2, -7));
     /* copy_ between a view and its own negative: x <- -x */
-    kv_tensor *x = f32_of(IL(2), DV(4, -5));
+    kv_tensor *x = kv_test_f32_of(IL(2), DV(4, -5));
     kv_tensor *nx = OK(kv__neg_view(x));
     OKS(kv_copy_(x, nx, false));
     expect_stored_real(x, DV(-4, 5));
@@ -527,7 +496,7 @@ static void test_zero_tensor_through_ops(void **state) {
     assert_false(is_conj(z));
     /* read straight, ignoring the bit, it is zeros too */
     expect_stored_real(z, DV(0, 0, 0, 0));
-    kv_tensor *y = f32_of(IL(2, 2), DV(1, 2, 3, 4));
+    kv_tensor *y = kv_test_f32_of(IL(2, 2), DV(1, 2, 3, 4));
     kv_lazy_counters_reset();
     kv_tensor *r = OK(kv_add(z, y, kv_scalar_int(1)));
     assert_false(is_zero(r));
@@ -573,7 +542,7 @@ static void test_zero_tensor_through_ops(void **state) {
 static void test_zero_tensor_is_immutable(void **state) {
     (void)state;
     kv_tensor *z = OK(kv__efficientzerotensor(IL(2), NULL, NULL, NULL, NULL));
-    kv_tensor *y = f32_of(IL(2), DV(1, 2));
+    kv_tensor *y = kv_test_f32_of(IL(2), DV(1, 2));
     const char *why = "ZeroTensors are immutable. Please use the materialized zero tensor obtained using .clone() "
                       "if you want a mutable tensor.";
     kv_error_clear();
@@ -706,7 +675,7 @@ static void test_make_and_materialize(void **state) {
     kv_tensor *m = OK(kv_lazy_materialize(logical));
     assert_ptr_not_equal(m->storage, logical->storage);
     expect_stored_c64(m, CV(1, 2, 3, -4));
-    kv_tensor *f = f32_of(IL(1), DV(1));
+    kv_tensor *f = kv_test_f32_of(IL(1), DV(1));
     kv_error_clear();
     assert_null(kv_lazy_make(f, KV_KEY_CONJUGATE));
     expect_error(KV_ERR_DTYPE, "kv_lazy_make", "complex");
@@ -843,5 +812,5 @@ int main(void) {
         cmocka_unit_test(test_removed_fallback_is_a_clear_error),
         cmocka_unit_test(test_debug_check_catches_bit_at_backend),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, kv_test_setup_init, NULL);
 }

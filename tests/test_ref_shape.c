@@ -13,6 +13,7 @@
 
 #include "kv/kv.h"
 #include "ref/ref_kernels.h"
+#include "test_util.h"
 
 /* ---- helpers ---- */
 
@@ -36,23 +37,8 @@ static kv_tensor *arange_f32(kv_int_list sizes) {
     return t;
 }
 
-static kv_tensor *f32_of(kv_int_list sizes, const double *vals, int n) {
-    float v[64];
-    assert_true(n <= 64);
-    for (int i = 0; i < n; i++) v[i] = (float)vals[i];
-    kv_tensor *t = kv_tensor_from_data(v, sizes.items, sizes.n, KV_F32);
-    assert_non_null(t);
-    return t;
-}
-
 static kv_tensor *i64_of(kv_int_list sizes, const int64_t *vals) {
     kv_tensor *t = kv_tensor_from_data(vals, sizes.items, sizes.n, KV_I64);
-    assert_non_null(t);
-    return t;
-}
-
-static kv_tensor *i32_of(kv_int_list sizes, const int32_t *vals) {
-    kv_tensor *t = kv_tensor_from_data(vals, sizes.items, sizes.n, KV_I32);
     assert_non_null(t);
     return t;
 }
@@ -130,11 +116,6 @@ static void expect_error(kv_tensor *t, kv_status code, const char *op, const cha
     /* Kernel messages start with the op's name ("slice.Tensor: ..."). */
     if (strncmp(msg, op, strlen(op)) != 0) fail_msg("message does not start with op '%s': %s", op, msg);
     if (reason && strstr(msg, reason) == NULL) fail_msg("message lacks '%s': %s", reason, msg);
-}
-
-static int setup(void **state) {
-    (void)state;
-    return kv_init() == KV_OK ? 0 : -1;
 }
 
 /* ---- view / reshape / _unsafe_view ---- */
@@ -671,8 +652,8 @@ static void test_unfold(void **state) {
 static void test_cat_basic(void **state) {
     (void)state;
     kv_tensor *a = arange_f32(IL(2, 3));
-    kv_tensor *b = f32_of(IL(2, 2), DV(10, 11, 12, 13));
-    kv_tensor *c = f32_of(IL(1, 3), DV(20, 21, 22));
+    kv_tensor *b = kv_test_f32_of(IL(2, 2), DV(10, 11, 12, 13));
+    kv_tensor *c = kv_test_f32_of(IL(1, 3), DV(20, 21, 22));
     kv_tensor *r = ok(kv_cat(TL(a, b), 1));
     expect_geometry(r, IL(2, 5), IL(5, 1), 0);
     expect_contiguous_new(r, a);
@@ -754,14 +735,14 @@ static void test_cat_strided_and_promoted(void **state) {
     expect_values(r, DV(0, 3, 0, 3, 1, 4, 1, 4, 2, 5, 2, 5));
     kv_tensor_release(r);
     /* A broadcast (stride 0) input. */
-    kv_tensor *row = f32_of(IL(1, 2), DV(7, 8));
+    kv_tensor *row = kv_test_f32_of(IL(1, 2), DV(7, 8));
     kv_tensor *x = ok(kv_expand(row, IL(2, 2), false));
     r = ok(kv_cat(TL(t, x), 0));
     expect_values(r, DV(0, 3, 1, 4, 2, 5, 7, 8, 7, 8));
     kv_tensor_release(r);
 
-    kv_tensor *i = i32_of(IL(2), (const int32_t[]){ 1, 2 });
-    kv_tensor *f = f32_of(IL(1), DV(0.5));
+    kv_tensor *i = kv_test_i32_of(IL(2), (const int32_t[]){ 1, 2 });
+    kv_tensor *f = kv_test_f32_of(IL(1), DV(0.5));
     r = ok(kv_cat(TL(i, f), 0));
     assert_int_equal(r->dtype, KV_F32);
     expect_values(r, DV(1, 2, 0.5));
@@ -856,8 +837,8 @@ static void test_cat_errors(void **state) {
 
 static void test_stack(void **state) {
     (void)state;
-    kv_tensor *p = f32_of(IL(2), DV(1, 2));
-    kv_tensor *q = f32_of(IL(2), DV(3, 4));
+    kv_tensor *p = kv_test_f32_of(IL(2), DV(1, 2));
+    kv_tensor *q = kv_test_f32_of(IL(2), DV(3, 4));
     kv_tensor *r = ok(kv_stack_op(TL(p, q), 0));
     expect_geometry(r, IL(2, 2), IL(2, 1), 0);
     expect_contiguous_new(r, p);
@@ -894,7 +875,7 @@ static void test_stack(void **state) {
     expect_values(r, DV(5, 6, 1, 2));
     kv_tensor_release(r);
 
-    kv_tensor *w = f32_of(IL(3), DV(1, 2, 3));
+    kv_tensor *w = kv_test_f32_of(IL(3), DV(1, 2, 3));
     expect_error(kv_stack_op(TL(p, w), 0), KV_ERR_SHAPE, "stack",
                  "stack expects each tensor to be equal size, but got [2] at entry 0 and [3] at entry 1");
     expect_error(kv_stack_op((kv_tensor_list){ NULL, 0 }, 0), KV_ERR_INVALID_ARG, "stack", "non-empty");
@@ -921,7 +902,7 @@ static void test_index_select(void **state) {
     expect_contiguous_new(r, m);
     expect_values(r, DV(8, 9, 10, 11, 0, 1, 2, 3));
     kv_tensor_release(r);
-    kv_tensor *i331 = i32_of(IL(3), (const int32_t[]){ 3, 3, 1 });
+    kv_tensor *i331 = kv_test_i32_of(IL(3), (const int32_t[]){ 3, 3, 1 });
     r = ok(kv_index_select(m, -1, i331));
     expect_geometry(r, IL(3, 3), IL(3, 1), 0);
     expect_values(r, DV(3, 3, 1, 7, 7, 5, 11, 11, 9));
@@ -971,7 +952,7 @@ static void test_index_select(void **state) {
                  "index_select(): index 7 is out of bounds for dimension 0 with size 3");
     kv_tensor *ineg = i64_of(IL(1), (const int64_t[]){ -1 });
     expect_error(kv_index_select(m, 0, ineg), KV_ERR_INDEX, "index_select", "index -1 is out of bounds");
-    kv_tensor *fidx = f32_of(IL(1), DV(0));
+    kv_tensor *fidx = kv_test_f32_of(IL(1), DV(0));
     expect_error(kv_index_select(m, 0, fidx), KV_ERR_DTYPE, "index_select", "index");
     kv_tensor *i2d = i64_of(IL(1, 2), (const int64_t[]){ 0, 1 });
     expect_error(kv_index_select(m, 0, i2d), KV_ERR_SHAPE, "index_select", "vector");
@@ -1012,7 +993,7 @@ static void test_embedding(void **state) {
 
     kv_tensor *v = arange_f32(IL(4));
     expect_error(kv_embedding(v, idx, -1, false, false), KV_ERR_DIM, "embedding", "'weight' must be 2-D");
-    kv_tensor *fidx = f32_of(IL(1), DV(0));
+    kv_tensor *fidx = kv_test_f32_of(IL(1), DV(0));
     expect_error(kv_embedding(w, fidx, -1, false, false), KV_ERR_DTYPE, "embedding", "indices");
     kv_tensor *i4 = i64_of(IL(2), (const int64_t[]){ 1, 4 });
     expect_error(kv_embedding(w, i4, -1, false, false), KV_ERR_INDEX, "embedding", "index 4");
@@ -1118,5 +1099,5 @@ int main(void) {
         cmocka_unit_test(test_views_keep_device),
         cmocka_unit_test(test_index_device_mismatch),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, kv_test_setup_init, NULL);
 }

@@ -19,6 +19,7 @@
 #include "kv/kv.h"
 #include "kv/op_ids.h"
 #include "kv/tune.h"
+#include "test_util.h"
 
 #define SIM_PATH "build/backends/libkv_sim.so"
 static const kv_device SIM = { KV_DEVICE_SIM, 0 };
@@ -45,24 +46,6 @@ static kv_tensor *to_sim(const kv_tensor *t) {
     assert_non_null(s);
     assert_int_equal(s->device.type, KV_DEVICE_SIM);
     return s;
-}
-
-/* t (on any device) equals want, element by element in row-major order. */
-static void expect_values(const kv_tensor *t, const double *want, int64_t n, double tol) {
-    assert_non_null(t);
-    kv_tensor *h = kv_backend_readable(t);
-    assert_non_null(h);
-    assert_int_equal(kv_tensor_numel(h), n);
-    int64_t idx[KV_MAX_DIMS] = { 0 };
-    for (int64_t i = 0; i < n; i++) {
-        const double got = kv_tensor_get_f64(h, idx);
-        if (fabs(got - want[i]) > tol) fail_msg("element %lld: got %.17g, want %.17g", (long long)i, got, want[i]);
-        for (int d = h->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < h->sizes[d]) break;
-            idx[d] = 0;
-        }
-    }
-    kv_tensor_release(h);
 }
 
 static void test_memory_is_the_plugins(void **state) {
@@ -110,12 +93,12 @@ static void test_copies_round_trip(void **state) {
     assert_int_equal(back->device.type, KV_DEVICE_CPU);
     assert_int_equal(memcmp(back->storage->data, flat->storage->data, 8 * sizeof(float)), 0);
     static const double want[6] = { 1, 4, 2, 5, 3, 6 };
-    expect_values(back, want, 6, 0);
+    kv_test_expect_values_on(back, want, 6, 0);
     /* SIM to SIM stays on the device. */
     kv_tensor *s2 = kv_backend_copy_to_device(s, SIM);
     assert_non_null(s2);
     assert_ptr_not_equal(s2->storage, s->storage);
-    expect_values(s2, want, 6, 0);
+    kv_test_expect_values_on(s2, want, 6, 0);
     /* kv_backend_readable hands host tensors back as they are. */
     kv_tensor *r = kv_backend_readable(flat);
     assert_ptr_equal(r, flat);
@@ -137,19 +120,19 @@ static void test_elementwise_and_matmul(void **state) {
     kv_tensor *sum = kv_add(a, b, kv_scalar_double(0.5));
     assert_int_equal(sum->device.type, KV_DEVICE_SIM);
     static const double want_sum[4] = { 3.5, 5, 6.5, 8 };
-    expect_values(sum, want_sum, 4, 0);
+    kv_test_expect_values_on(sum, want_sum, 4, 0);
     kv_tensor *bc = kv_add(a, row, kv_scalar_int(1));
     assert_int_equal(bc->device.type, KV_DEVICE_SIM);
     static const double want_bc[4] = { 11, 22, 13, 24 };
-    expect_values(bc, want_bc, 4, 0);
+    kv_test_expect_values_on(bc, want_bc, 4, 0);
     /* mm native, and through a transposed SIM view. */
     kv_tensor *p = kv_mm(a, b);
     static const double want_mm[4] = { 19, 22, 43, 50 };
-    expect_values(p, want_mm, 4, 0);
+    kv_test_expect_values_on(p, want_mm, 4, 0);
     kv_tensor *at = kv_transpose(a, 0, 1);
     kv_tensor *pt = kv_mm(at, b);
     static const double want_mmt[4] = { 26, 30, 38, 44 };
-    expect_values(pt, want_mmt, 4, 0);
+    kv_test_expect_values_on(pt, want_mmt, 4, 0);
     /* an integer mm takes the generic path */
     const int64_t iv[4] = { 1, 2, 3, 4 };
     kv_tensor *ci = kv_tensor_from_data(iv, s22, 2, KV_I64);
@@ -157,10 +140,10 @@ static void test_elementwise_and_matmul(void **state) {
     kv_tensor *pi = kv_mm(si, si);
     assert_int_equal(pi->dtype, KV_I64);
     static const double want_mmi[4] = { 7, 10, 15, 22 };
-    expect_values(pi, want_mmi, 4, 0);
+    kv_test_expect_values_on(pi, want_mmi, 4, 0);
     kv_tensor *e = kv_exp(a);
     static const double want_exp[4] = { 2.718281828, 7.389056099, 20.08553692, 54.59815003 };
-    expect_values(e, want_exp, 4, 1e-5);
+    kv_test_expect_values_on(e, want_exp, 4, 1e-5);
     kv_tensor *objs[] = { e, pi, si, ci, pt, at, p, bc, sum, row, b, a };
     for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) kv_tensor_release(objs[i]);
 }
@@ -173,25 +156,25 @@ static void test_reductions_softmax_cat(void **state) {
     kv_tensor *s = kv_sum(a, &L(1), false, NULL);
     assert_int_equal(s->device.type, KV_DEVICE_SIM);
     static const double want_s[2] = { 6, 15 };
-    expect_values(s, want_s, 2, 0);
+    kv_test_expect_values_on(s, want_s, 2, 0);
     kv_tensor *s0 = kv_sum(a, &L(0), true, NULL);
     assert_int_equal(s0->ndim, 2);
     static const double want_s0[3] = { 5, 7, 9 };
-    expect_values(s0, want_s0, 3, 0);
+    kv_test_expect_values_on(s0, want_s0, 3, 0);
     const float zv[2] = { 0, 0 };
     const float lv[2] = { 0, (float)log(3.0) };
     const int64_t s12[2] = { 1, 2 };
     kv_tensor *z = to_sim(cpu_f32(zv, s12, 2)), *l = to_sim(cpu_f32(lv, s12, 2));
     kv_tensor *sz = kv__softmax(z, 1, false), *sl = kv__softmax(l, -1, false);
     static const double half[2] = { 0.5, 0.5 }, q[2] = { 0.25, 0.75 };
-    expect_values(sz, half, 2, 1e-7);
-    expect_values(sl, q, 2, 1e-6);
+    kv_test_expect_values_on(sz, half, 2, 1e-7);
+    kv_test_expect_values_on(sl, q, 2, 1e-6);
     kv_tensor *items[3] = { z, l, z };
     kv_tensor *c = kv_cat((kv_tensor_list){ items, 3 }, 0);
     assert_int_equal(c->device.type, KV_DEVICE_SIM);
     assert_int_equal(c->sizes[0], 3);
     static const double want_c[6] = { 0, 0, 0, 1.0986123, 0, 0 };
-    expect_values(c, want_c, 6, 1e-6);
+    kv_test_expect_values_on(c, want_c, 6, 1e-6);
     kv_tensor *objs[] = { c, sl, sz, l, z, s0, s, a };
     for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) kv_tensor_release(objs[i]);
 }
@@ -216,8 +199,8 @@ static void test_views_alias_sim_memory(void **state) {
     assert_int_equal(t->strides[1], 3);
     assert_int_equal(r->offset, 3);
     static const double want_r[3] = { 4, 5, 6 }, want_t[6] = { 1, 4, 2, 5, 3, 6 };
-    expect_values(r, want_r, 3, 0);
-    expect_values(t, want_t, 6, 0);
+    kv_test_expect_values_on(r, want_r, 3, 0);
+    kv_test_expect_values_on(t, want_t, 6, 0);
     /* An in-place write through a view lands in SIM memory, bumps the
      * SIM storage's version, and returns the argument itself. */
     const int64_t v0 = kv_tensor_version(a);
@@ -227,14 +210,14 @@ static void test_views_alias_sim_memory(void **state) {
     assert_int_equal(kv_add_(r, o, kv_scalar_int(10)), KV_OK);
     assert_int_equal(kv_tensor_version(a), v0 + 1);
     static const double want_a[6] = { 1, 2, 3, 14, 15, 16 };
-    expect_values(a, want_a, 6, 0);
+    kv_test_expect_values_on(a, want_a, 6, 0);
     /* copy_ from the host into a SIM tensor (a 0-dim CPU tensor may
      * take part in a SIM op, as in PyTorch). */
     const float seven = 7;
     kv_tensor *c7 = kv_tensor_from_data(&seven, NULL, 0, KV_F32);
     assert_int_equal(kv_copy_(t, c7, false), KV_OK);
     static const double sevens[6] = { 7, 7, 7, 7, 7, 7 };
-    expect_values(a, sevens, 6, 0);
+    kv_test_expect_values_on(a, sevens, 6, 0);
     kv_tensor *objs[] = { c7, o, r, v, t, a };
     for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) kv_tensor_release(objs[i]);
 }
@@ -245,7 +228,7 @@ static void test_devices_and_factories(void **state) {
     assert_non_null(z);
     assert_int_equal(z->device.type, KV_DEVICE_SIM);
     static const double zeros[4] = { 0, 0, 0, 0 };
-    expect_values(z, zeros, 4, 0);
+    kv_test_expect_values_on(z, zeros, 4, 0);
     /* _to_copy to the CPU leaves SIM; to SIM stays. */
     kv_tensor *h = kv__to_copy(z, &(kv_dtype){ KV_F64 }, NULL, &KV_DEVICE_CPU0, NULL, false, NULL);
     assert_non_null(h);
@@ -310,14 +293,14 @@ static void test_native_variants(void **state) {
         assert_true(kv_tune_variant_compatible(mm, KV_KEY_SIM, kv_tune_variant_find(mm, KV_KEY_SIM, names[v]), &st));
         assert_int_equal(kv_tune_call_variant(mm, KV_KEY_SIM, names[v], &st), KV_OK);
         assert_int_equal(st.size, 1);
-        expect_values(st.slots[0].v.tensor, want_mm, 4, 0);
+        kv_test_expect_values_on(st.slots[0].v.tensor, want_mm, 4, 0);
         kv_stack_clear_returns(&st);
         st = kv_stack_on(slots, 4);
         kv_push_tensor(&st, a);
         kv_push_tensor(&st, b);
         kv_push_scalar(&st, kv_scalar_int(-2));
         assert_int_equal(kv_tune_call_variant(add, KV_KEY_SIM, names[v], &st), KV_OK);
-        expect_values(st.slots[0].v.tensor, want_add, 4, 0);
+        kv_test_expect_values_on(st.slots[0].v.tensor, want_add, 4, 0);
         kv_stack_clear_returns(&st);
     }
     /* An integer mm is not the native variant's. */
@@ -364,7 +347,7 @@ static void test_accel_runs_on_sim(void **state) {
     assert_true(kv_tensor_is_accel(y));
     assert_null(kv_tensor_data(y)); /* it lives in SIM memory */
     static const double want[3] = { 1, 4, 9 };
-    expect_values(y, want, 3, 0);
+    kv_test_expect_values_on(y, want, 3, 0);
     const kv_accel_counters n = kv_accel_counters_of("mul.Tensor");
     assert_int_equal(n.fast + n.slow, 1);
     /* Runner-style: a host tensor copied onto the accel device. */
@@ -373,7 +356,7 @@ static void test_accel_runs_on_sim(void **state) {
     assert_non_null(x2);
     assert_true(kv_tensor_is_accel(x2));
     kv_tensor *y2 = kv_mul(x2, x2);
-    expect_values(y2, want, 3, 0);
+    kv_test_expect_values_on(y2, want, 3, 0);
     kv_tensor *objs[] = { y2, x2, h, y, x, s };
     for (size_t i = 0; i < sizeof objs / sizeof objs[0]; i++) kv_tensor_release(objs[i]);
 }

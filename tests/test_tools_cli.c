@@ -19,6 +19,7 @@
 
 #include "kv/kv.h"
 #include "kv/op_ids.h"
+#include "test_util.h"
 
 static char g_tmp[64];
 
@@ -29,16 +30,6 @@ static const char *tool(const char *env, const char *fallback) {
 static const char *kvgen(void) { return tool("KVGEN", "build/kvgen"); }
 static const char *kvrun(void) { return tool("KVRUN", "build/kvrun"); }
 
-static char *slurp(FILE *f) {
-    fflush(f);
-    long n = ftell(f);
-    rewind(f);
-    char *b = calloc((size_t)n + 1, 1);
-    assert_non_null(b);
-    if (n > 0) assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    return b;
-}
-
 typedef struct run_out {
     int rc;
     char *out, *err;
@@ -48,30 +39,8 @@ typedef struct run_out {
  * captured. rc is the exit status, or 128 + the signal. */
 static void run(const char *bin, const char *const *args, run_out *r) {
     if (access(bin, X_OK) != 0) fail_msg("%s not found: run from the repo root after `ninja`", bin);
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = bin;
-    for (; args[n - 1] != NULL && n < 31; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    FILE *fo = tmpfile(), *fe = tmpfile();
-    assert_non_null(fo);
-    assert_non_null(fe);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fileno(fo), 1);
-        dup2(fileno(fe), 2);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
+    const int status = kv_test_run_captured(bin, args, &r->out, &r->err);
     r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r->out = slurp(fo);
-    r->err = slurp(fe);
-    fclose(fo);
-    fclose(fe);
 }
 
 static void run_free(run_out *r) {

@@ -14,6 +14,7 @@
 
 #include "kv/kv.h"
 #include "kv/trace.h"
+#include "test_util.h"
 
 static kv_tensor *vec_f32(const float *v, int64_t n) {
     const int64_t sizes[1] = { n };
@@ -466,15 +467,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static int setup(void **state) {
-    (void)state;
-    if (kv_init() != KV_OK) {
-        print_error("kv_init failed: %s\n", kv_last_error_message());
-        return -1;
-    }
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_recorder_names_and_order, teardown),
@@ -489,5 +481,5 @@ int main(void) {
         cmocka_unit_test_teardown(test_per_thread, teardown),
         cmocka_unit_test_teardown(test_format_truncates, teardown),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, kv_test_setup_init, NULL);
 }

@@ -27,6 +27,7 @@
 
 #include "cpu/cpu.h"
 #include "kv/op_ids.h"
+#include "ref/ref_shared.h"
 
 #define KC 256
 #define MC 96
@@ -320,13 +321,8 @@ static bool mm_analyze(const kv_op *op, const kv_stack *s, mm_call *c) {
         if (s->slots[0].tag != KV_IV_TENSOR) return false;
         c->self = s->slots[0].v.tensor;
         if (!kv_cpu_plain(c->self) || c->self->dtype != c->a->dtype || c->a->dtype != c->b->dtype) return false;
-        if (c->a->sizes[1] != c->b->sizes[0] || c->self->ndim > 2) return false;
-        const int64_t want[2] = { c->a->sizes[0], c->b->sizes[1] };
-        for (int d = 0; d < c->self->ndim; d++) {
-            const int od = 2 - c->self->ndim + d;
-            if (c->self->sizes[d] == want[od]) c->ss[od] = c->self->strides[d];
-            else if (c->self->sizes[d] != 1) return false;
-        }
+        if (c->a->sizes[1] != c->b->sizes[0]) return false;
+        if (!kv_ref_addmm_self_strides(c->self, c->a->sizes[0], c->b->sizes[1], c->ss)) return false;
         return mm_real_scalar(s, 3, &c->beta) && mm_real_scalar(s, 4, &c->alpha);
     }
     default: return false;

@@ -17,6 +17,7 @@
 
 #include "cpu/cpu.h"
 #include "kv/op_ids.h"
+#include "ref/ref_shared.h"
 
 #define LANES 8
 
@@ -168,17 +169,12 @@ static bool nm_analyze(const kv_op *op, const kv_stack *s, nm_call *c) {
     if (id == KV_OP_NATIVE_LAYER_NORM) {
         if (s->slots[1].tag != KV_IV_INT_LIST || s->slots[4].tag != KV_IV_DOUBLE) return false;
         const kv_int_list ns = s->slots[1].v.ints;
-        if (ns.n < 1 || ns.n > x->ndim) return false;
+        if (ns.n < 1 || !kv_ref_ln_trailing_match(x, ns)) return false;
         c->axis = x->ndim - ns.n;
-        for (int d = 0; d < ns.n; d++)
-            if (x->sizes[c->axis + d] != ns.items[d]) return false;
         if (!nm_opt_param(s, 2, x->dtype, &c->w) || !nm_opt_param(s, 3, x->dtype, &c->b)) return false;
         const kv_tensor *ps[2] = { c->w, c->b };
         for (int k = 0; k < 2; k++) {
-            if (ps[k] == NULL) continue;
-            if (ps[k]->ndim != ns.n) return false;
-            for (int d = 0; d < ns.n; d++)
-                if (ps[k]->sizes[d] != ns.items[d]) return false;
+            if (ps[k] != NULL && !kv_ref_sizes_are(ps[k], ns)) return false;
         }
         c->eps = s->slots[4].v.d;
         return true;
@@ -244,13 +240,7 @@ static kv_status nm_run(const kv_op *op, kv_stack *stack, bool fused) {
         }
     } else {
         stat_nd = x->ndim;
-        groups = 1;
-        count = 1;
-        for (int d = 0; d < x->ndim; d++) {
-            stat_sizes[d] = d < c.axis ? x->sizes[d] : 1;
-            if (d < c.axis) groups *= x->sizes[d];
-            else count *= x->sizes[d];
-        }
+        kv_ref_ln_split(x, c.axis, stat_sizes, &groups, &count);
         per_param = 1;
         sub_nd = x->ndim - c.axis;
         for (int d = 0; d < sub_nd; d++) {

@@ -27,7 +27,7 @@
 
 #include "cpu/cpu.h"
 #include "kv/op_ids.h"
-#include "ref/ref_dims.h"
+#include "ref/ref_shared.h"
 
 typedef enum red_op { RED_SUM, RED_MEAN, RED_PROD, RED_AMAX, RED_ARGMAX } red_op;
 
@@ -47,7 +47,7 @@ typedef struct red_plan {
 
 static bool red_in_dtype(kv_dtype d) { return d == KV_F32 || d == KV_F64 || d == KV_I32 || d == KV_I64; }
 
-/* int[1]? / int[1] / int? into a mask (ref_dims.h, so exactly the lists
+/* int[1]? / int[1] / int? into a mask (ref_shared.h, so exactly the lists
  * the reference takes); false for anything the reference would refuse,
  * which it then reports. `given`: the list named at least one dim. */
 static bool red_dims(const kv_ivalue *v, const kv_tensor *t, bool *reduce, bool *given) {
@@ -138,15 +138,6 @@ bool kv_cpu_reduce_pred(const kv_op *op, const kv_stack *stack) {
 
 /* ---- the rows of one output element ---- */
 
-static int64_t red_offset(int64_t lin, int n, const int64_t *sizes, const int64_t *strides) {
-    int64_t off = 0;
-    for (int d = n - 1; d >= 0; d--) {
-        off += (lin % sizes[d]) * strides[d];
-        lin /= sizes[d];
-    }
-    return off;
-}
-
 /* The reduced space as rows of the innermost reduced dim. */
 typedef struct red_rows {
     int64_t n;       /* elements per row */
@@ -161,7 +152,7 @@ static red_rows red_rows_of(const red_plan *p) {
 }
 
 static int64_t red_row_offset(const red_plan *p, int64_t row) {
-    return p->nr <= 1 ? 0 : red_offset(row, p->nr - 1, p->rsize, p->rstride);
+    return p->nr <= 1 ? 0 : kv_ref_linear_offset(row, p->nr - 1, p->rsize, p->rstride, -1);
 }
 
 /* ---- sum / prod kernels over one row ---- */
@@ -302,7 +293,7 @@ static bool fold_columns(const red_plan *p, bool pairwise, char *dst) {
         else ad[c] = prod ? 1.0 : 0.0;
     }
     for (int64_t r = 0; r < p->nred; r++) {
-        const char *row = src + red_offset(r, p->nr, p->rsize, p->rstride) * es;
+        const char *row = src + kv_ref_linear_offset(r, p->nr, p->rsize, p->rstride, -1) * es;
         if (dt == KV_F32 && narrow) {
             const float *x = (const float *)row;
             if (prod) for (int64_t c = 0; c < K; c++) af[c] *= x[c];
@@ -489,7 +480,7 @@ static kv_status red_run(const kv_op *op, kv_stack *stack, bool alt) {
     if (p.op == RED_AMAX || p.op == RED_ARGMAX) {
         const red_rows rr = red_rows_of(&p);
         for (int64_t o = 0; o < p.nout; o++) {
-            const char *base = src + red_offset(o, p.nk, p.ksize, p.kstride) * es;
+            const char *base = src + kv_ref_linear_offset(o, p.nk, p.ksize, p.kstride, -1) * es;
             const int64_t k = argmax_one(&p, base, alt);
             if (p.op == RED_ARGMAX) {
                 ((int64_t *)dst)[o] = k;
@@ -505,7 +496,7 @@ static kv_status red_run(const kv_op *op, kv_stack *stack, bool alt) {
         }
     } else {
         for (int64_t o = 0; o < p.nout; o++)
-            fold_one(&p, alt, src + red_offset(o, p.nk, p.ksize, p.kstride) * es, dst, o);
+            fold_one(&p, alt, src + kv_ref_linear_offset(o, p.nk, p.ksize, p.kstride, -1) * es, dst, o);
     }
     kv_stack_return_tensor(stack, out);
     return KV_OK;

@@ -18,6 +18,7 @@
 
 #include "cpu/cpu.h"
 #include "kv/op_ids.h"
+#include "ref/ref_shared.h"
 
 #define CPU_TARGET
 #include "cpu/cpu_vmath.h"
@@ -174,17 +175,6 @@ static void sm_slice_fused(const sm_call *c, const char *in, int64_t len, int64_
     }
 }
 
-/* Offset of the lin-th slice (row-major over every dim but `skip`). */
-static int64_t sm_offset(int64_t lin, int ndim, const int64_t *sizes, const int64_t *strides, int skip) {
-    int64_t off = 0;
-    for (int d = ndim - 1; d >= 0; d--) {
-        if (d == skip) continue;
-        off += (lin % sizes[d]) * strides[d];
-        lin /= sizes[d];
-    }
-    return off;
-}
-
 static kv_status sm_run(const kv_op *op, kv_stack *stack, bool fused) {
     sm_call c;
     if (!sm_analyze(op, stack, &c))
@@ -211,8 +201,8 @@ static kv_status sm_run(const kv_op *op, kv_stack *stack, bool fused) {
     const char *src = kv_tensor_data(x);
     char *dst = kv_tensor_data(out);
     for (int64_t sl = 0; sl < nslices; sl++) {
-        const char *in = src + sm_offset(sl, nd, x->sizes, x->strides, c.dim) * es;
-        char *o = dst + sm_offset(sl, nd, out->sizes, out->strides, c.dim) * es;
+        const char *in = src + kv_ref_linear_offset(sl, nd, x->sizes, x->strides, c.dim) * es;
+        char *o = dst + kv_ref_linear_offset(sl, nd, out->sizes, out->strides, c.dim) * es;
         if (fused) sm_slice_fused(&c, in, len, is, o, os);
         else sm_slice_vec(&c, in, len, is, o, os, buf);
     }

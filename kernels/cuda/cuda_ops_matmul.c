@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cuda/cuda_shim.h"
+#include "ref/ref_shared.h"
 
 static kv_status mm_check_rank(const char *op, const char *arg, const kv_tensor *t, int ndim) {
     if (t->ndim == ndim) return KV_OK;
@@ -44,6 +45,31 @@ static kv_status mm_scalar(const char *op, const char *arg, kv_dtype dt, kv_scal
     return KV_OK;
 }
 
+/* The product a @ b (2-d, or 3-d batched: the leading dim is the batch)
+ * as kernel arguments: shapes, device addresses and element strides. The
+ * caller adds addmm's self. */
+static kvc_mm_args mm_args_of(int code, const kv_tensor *a, const kv_tensor *b) {
+    const int o = a->ndim - 2; /* 1 when batched */
+    kvc_mm_args m;
+    memset(&m, 0, sizeof m);
+    m.dtype = code;
+    m.batch = o ? a->sizes[0] : 1;
+    m.n = a->sizes[o];
+    m.k = a->sizes[o + 1];
+    m.m = b->sizes[o + 1];
+    m.a = a->storage->data;
+    m.a_off = a->offset;
+    m.as_b = o ? a->strides[0] : 0;
+    m.as0 = a->strides[o];
+    m.as1 = a->strides[o + 1];
+    m.b = b->storage->data;
+    m.b_off = b->offset;
+    m.bs_b = o ? b->strides[0] : 0;
+    m.bs0 = b->strides[o];
+    m.bs1 = b->strides[o + 1];
+    return m;
+}
+
 static kv_status mm_launch(const char *op, kvc_mm_args *a, kv_tensor *out, kv_stack *stack) {
     a->out = out->storage->data;
     if (kvc_mm(a) != 0) {
@@ -68,21 +94,7 @@ static kv_status cuda_mm(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     const int64_t sizes[2] = { a->sizes[0], b->sizes[1] };
     kv_tensor *out = kv_cuda_empty(sizes, 2, a->dtype);
     if (out == NULL) return kv_cuda_host->last_error();
-    kvc_mm_args m;
-    memset(&m, 0, sizeof m);
-    m.dtype = code;
-    m.batch = 1;
-    m.n = a->sizes[0];
-    m.k = a->sizes[1];
-    m.m = b->sizes[1];
-    m.a = a->storage->data;
-    m.a_off = a->offset;
-    m.as0 = a->strides[0];
-    m.as1 = a->strides[1];
-    m.b = b->storage->data;
-    m.b_off = b->offset;
-    m.bs0 = b->strides[0];
-    m.bs1 = b->strides[1];
+    kvc_mm_args m = mm_args_of(code, a, b);
     return mm_launch(name, &m, out, stack);
 }
 
@@ -105,23 +117,7 @@ static kv_status cuda_bmm(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     const int64_t sizes[3] = { a->sizes[0], a->sizes[1], b->sizes[2] };
     kv_tensor *out = kv_cuda_empty(sizes, 3, a->dtype);
     if (out == NULL) return h->last_error();
-    kvc_mm_args m;
-    memset(&m, 0, sizeof m);
-    m.dtype = code;
-    m.batch = sizes[0];
-    m.n = sizes[1];
-    m.k = a->sizes[2];
-    m.m = sizes[2];
-    m.a = a->storage->data;
-    m.a_off = a->offset;
-    m.as_b = a->strides[0];
-    m.as0 = a->strides[1];
-    m.as1 = a->strides[2];
-    m.b = b->storage->data;
-    m.b_off = b->offset;
-    m.bs_b = b->strides[0];
-    m.bs0 = b->strides[1];
-    m.bs1 = b->strides[2];
+    kvc_mm_args m = mm_args_of(code, a, b);
     return mm_launch(name, &m, out, stack);
 }
 
@@ -141,15 +137,8 @@ static kv_status cuda_addmm(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     if (st == KV_OK) st = mm_check_inner(name, a, b, 1, 0);
     if (st != KV_OK) return st;
     const int64_t n = a->sizes[0], m = b->sizes[1];
-    int64_t ss[2] = { 0, 0 };
-    bool ok = self->ndim <= 2;
-    for (int d = 0; ok && d < self->ndim; d++) {
-        const int od = 2 - self->ndim + d;
-        const int64_t want = od == 0 ? n : m;
-        if (self->sizes[d] == want) ss[od] = self->strides[d];
-        else if (self->sizes[d] != 1) ok = false;
-    }
-    if (!ok) {
+    int64_t ss[2];
+    if (!kv_ref_addmm_self_strides(self, n, m, ss)) {
         char s1[KV_CUDA_SHAPE_BUF], s2[KV_CUDA_SHAPE_BUF];
         const int64_t want[2] = { n, m };
         return h->error(KV_ERR_SHAPE, "%s: argument 'self': shape %s does not broadcast to %s", name,
@@ -170,21 +159,7 @@ static kv_status cuda_addmm(const kv_op *op, kv_keyset ks, kv_stack *stack) {
         h->tensor_release(tmp);
         return h->last_error();
     }
-    kvc_mm_args j;
-    memset(&j, 0, sizeof j);
-    j.dtype = code;
-    j.batch = 1;
-    j.n = n;
-    j.k = a->sizes[1];
-    j.m = m;
-    j.a = a->storage->data;
-    j.a_off = a->offset;
-    j.as0 = a->strides[0];
-    j.as1 = a->strides[1];
-    j.b = b->storage->data;
-    j.b_off = b->offset;
-    j.bs0 = b->strides[0];
-    j.bs1 = b->strides[1];
+    kvc_mm_args j = mm_args_of(code, a, b);
     j.self = s->storage->data;
     j.s_off = s->offset;
     j.ss0 = ss[0];

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cuda/cuda_shim.h"
+#include "ref/ref_shared.h"
 
 #define DTYPES_FLOATING ((1u << KV_F16) | (1u << KV_BF16) | (1u << KV_F32) | (1u << KV_F64))
 
@@ -92,10 +93,7 @@ static kv_status ln_check_dtypes(const char *op, const kv_tensor *x, const kv_te
 }
 
 static kv_status ln_check_param(const char *op, const char *arg, const kv_tensor *p, kv_int_list ns) {
-    if (!p) return KV_OK;
-    bool same = p->ndim == ns.n;
-    for (int d = 0; same && d < ns.n; d++) same = p->sizes[d] == ns.items[d];
-    if (same) return KV_OK;
+    if (!p || kv_ref_sizes_are(p, ns)) return KV_OK;
     return kv_cuda_host->error(KV_ERR_SHAPE, "%s: argument '%s': Expected %s to be of same shape as normalized_shape",
                                op, arg, arg);
 }
@@ -124,9 +122,8 @@ static kv_status cuda_layer_norm(const kv_op *op, kv_keyset ks, kv_stack *stack)
     if (ns.n < 1)
         return h->error(KV_ERR_SHAPE, "%s: argument 'normalized_shape': Expected normalized_shape to be at least "
                                       "1-dimensional", name);
-    bool match = ns.n <= x->ndim;
+    const bool match = kv_ref_ln_trailing_match(x, ns);
     const int axis = x->ndim - ns.n;
-    for (int d = 0; match && d < ns.n; d++) match = x->sizes[axis + d] == ns.items[d];
     if (!match)
         return h->error(KV_ERR_SHAPE, "%s: argument 'normalized_shape': the input's trailing sizes do not match it", name);
     st = ln_check_param(name, "weight", w, ns);
@@ -139,12 +136,8 @@ static kv_status cuda_layer_norm(const kv_op *op, kv_keyset ks, kv_stack *stack)
         return h->error(KV_ERR_DEVICE, "%s: weight and bias must be on the CUDA device", name);
 
     int64_t stat_sizes[KV_MAX_DIMS];
-    int64_t rows = 1, cols = 1;
-    for (int d = 0; d < x->ndim; d++) {
-        stat_sizes[d] = d < axis ? x->sizes[d] : 1;
-        if (d < axis) rows *= x->sizes[d];
-        else cols *= x->sizes[d];
-    }
+    int64_t rows, cols;
+    kv_ref_ln_split(x, axis, stat_sizes, &rows, &cols);
     kv_tensor *out = kv_cuda_empty(x->sizes, x->ndim, x->dtype);
     kv_tensor *mean = out ? kv_cuda_empty(stat_sizes, x->ndim, x->dtype) : NULL;
     kv_tensor *rstd = mean ? kv_cuda_empty(stat_sizes, x->ndim, x->dtype) : NULL;

@@ -5,13 +5,13 @@
 #include <string.h>
 
 #include "cuda/cuda_shim.h"
-#include "ref/ref_dims.h"
+#include "ref/ref_shared.h"
 
 typedef struct red_dims {
     bool reduce[KV_MAX_DIMS];
 } red_dims;
 
-/* int[1]? as a mask (ref_dims.h, as red_parse_dims reads it), the errors
+/* int[1]? as a mask (ref_shared.h, as red_parse_dims reads it), the errors
  * worded through the host table. */
 static kv_status red_parse(const char *op, const kv_stack *s, int slot, const kv_tensor *t, red_dims *out) {
     const kv_host_api *h = kv_cuda_host;

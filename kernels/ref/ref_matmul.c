@@ -18,6 +18,7 @@
  * indices out of range. Mismatched dtypes are KV_ERR_DTYPE with PyTorch's
  * wording; bool is KV_ERR_DTYPE (PyTorch's CPU addmm has no bool kernel). */
 #include "ref/ref.h"
+#include "ref/ref_shared.h"
 #include "ref/ref_kernels.h"
 
 /* c10's TypeMeta names, which PyTorch uses in its mm dtype message. */
@@ -270,15 +271,8 @@ KV_REF_KERNEL(addmm) {
     if (st != KV_OK) return st;
     const int64_t n = a->sizes[0], m = b->sizes[1];
     /* self broadcasts to [n, m] (numpy rules, at most 2 dims). */
-    int64_t ss[2] = { 0, 0 };
-    bool ok = self->ndim <= 2;
-    for (int d = 0; ok && d < self->ndim; d++) {
-        const int od = 2 - self->ndim + d;
-        const int64_t want = od == 0 ? n : m;
-        if (self->sizes[d] == want) ss[od] = self->strides[d];
-        else if (self->sizes[d] != 1) ok = false;
-    }
-    if (!ok) {
+    int64_t ss[2];
+    if (!kv_ref_addmm_self_strides(self, n, m, ss)) {
         char s1[KV_REF_SHAPE_BUF], s2[KV_REF_SHAPE_BUF];
         const int64_t want[2] = { n, m };
         return kv_error(KV_ERR_SHAPE, "%s: argument 'self': shape %s does not broadcast to %s", name,

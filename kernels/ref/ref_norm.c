@@ -19,6 +19,7 @@
  * then mean and rstd are f32, as in PyTorch. Any other dtype mix is
  * KV_ERR_DTYPE with PyTorch's "mixed dtype (CPU)" wording. */
 #include "ref/ref.h"
+#include "ref/ref_shared.h"
 #include "ref/ref_kernels.h"
 
 #include <math.h>
@@ -146,10 +147,7 @@ static void ln_elem(const void *vctx, int64_t j, int64_t *xo, int64_t *oo, int64
 }
 
 static kv_status ln_check_param(const char *op, const char *arg, const kv_tensor *p, kv_int_list ns) {
-    if (!p) return KV_OK;
-    bool same = p->ndim == ns.n;
-    for (int d = 0; same && d < ns.n; d++) same = p->sizes[d] == ns.items[d];
-    if (same) return KV_OK;
+    if (!p || kv_ref_sizes_are(p, ns)) return KV_OK;
     char s1[KV_REF_SHAPE_BUF], s2[KV_REF_SHAPE_BUF];
     return kv_error(KV_ERR_SHAPE, "%s: argument '%s': Expected %s to be of same shape as normalized_shape, but got "
                     "%s of shape %s and normalized_shape = %s", op, arg, arg, arg,
@@ -173,9 +171,8 @@ KV_REF_KERNEL(native_layer_norm) {
     if (ns.n < 1)
         return kv_error(KV_ERR_SHAPE, "%s: argument 'normalized_shape': Expected normalized_shape to be at least "
                         "1-dimensional, i.e., containing at least one element, but got normalized_shape = []", name);
-    bool match = ns.n <= x->ndim;
+    const bool match = kv_ref_ln_trailing_match(x, ns);
     const int axis = x->ndim - ns.n;
-    for (int d = 0; match && d < ns.n; d++) match = x->sizes[axis + d] == ns.items[d];
     if (!match) {
         /* PyTorch's "[*, 4, 5]": the list without its opening bracket. */
         char s3[KV_REF_SHAPE_BUF];
@@ -190,12 +187,8 @@ KV_REF_KERNEL(native_layer_norm) {
     if (st != KV_OK) return st;
 
     int64_t stat_sizes[KV_MAX_DIMS];
-    int64_t rows = 1, cols = 1;
-    for (int d = 0; d < x->ndim; d++) {
-        stat_sizes[d] = d < axis ? x->sizes[d] : 1;
-        if (d < axis) rows *= x->sizes[d];
-        else cols *= x->sizes[d];
-    }
+    int64_t rows, cols;
+    kv_ref_ln_split(x, axis, stat_sizes, &rows, &cols);
     kv_tensor *out = kv_ref_new_output(x->sizes, x->ndim, x->dtype);
     kv_tensor *mean = out ? kv_ref_new_output(stat_sizes, x->ndim, stat_dt) : NULL;
     kv_tensor *rstd = mean ? kv_ref_new_output(stat_sizes, x->ndim, stat_dt) : NULL;

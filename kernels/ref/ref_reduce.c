@@ -21,7 +21,7 @@
  * and signed zeros come through untouched. argmax rejects bool, as
  * PyTorch's CPU kernel does ("argmax_cpu" is not implemented for 'Bool'). */
 #include "ref/ref.h"
-#include "ref/ref_dims.h"
+#include "ref/ref_shared.h"
 #include "ref/ref_kernels.h"
 
 #include <math.h>
@@ -35,16 +35,6 @@ typedef struct red_geom {
     int64_t rsize[KV_MAX_DIMS], rstride[KV_MAX_DIMS];
     int64_t nout, nred;
 } red_geom;
-
-/* Element offset of the lin-th element (row-major) of a sub-space of dims. */
-static int64_t red_offset(int64_t lin, int n, const int64_t *sizes, const int64_t *strides) {
-    int64_t off = 0;
-    for (int d = n - 1; d >= 0; d--) {
-        off += (lin % sizes[d]) * strides[d];
-        lin /= sizes[d];
-    }
-    return off;
-}
 
 static void red_geom_init(red_geom *g, const kv_tensor *t, const bool *reduce) {
     g->nk = g->nr = 0;
@@ -72,7 +62,7 @@ static int red_out_shape(const kv_tensor *t, const bool *reduce, bool keepdim, i
     return n;
 }
 
-/* Reads an int[1]? / int[1] argument into a mask (ref_dims.h), with the
+/* Reads an int[1]? / int[1] argument into a mask (ref_shared.h), with the
  * errors worded here. */
 static kv_status red_parse_dims(const char *op, const kv_stack *s, int slot, const kv_tensor *t,
                                 bool *reduce) {
@@ -151,14 +141,14 @@ static void red_fold_all(const kv_tensor *self, const red_geom *g, kv_tensor *ou
     const char *src = kv_tensor_data(self);
     char *dst = kv_tensor_data(out);
     for (int64_t o = 0; o < g->nout; o++) {
-        const int64_t base = red_offset(o, g->nk, g->ksize, g->kstride);
+        const int64_t base = kv_ref_linear_offset(o, g->nk, g->ksize, g->kstride, -1);
         red_wide acc = { 0.0, 0.0, 0 };
         if (fold == RED_PROD) {
             acc.re = 1.0;
             acc.u = 1;
         }
         for (int64_t r = 0; r < g->nred; r++) {
-            const int64_t off = base + red_offset(r, g->nr, g->rsize, g->rstride);
+            const int64_t off = base + kv_ref_linear_offset(r, g->nr, g->rsize, g->rstride, -1);
             const red_wide x = red_load_as(out_dt, in_dt, src + off * (int64_t)in_es);
             if (fold == RED_PROD) {
                 switch (kind) {
@@ -285,11 +275,11 @@ static bool red_greater(kv_dtype dt, const void *b, const void *a) {
 static int64_t red_argmax_one(const kv_tensor *self, const red_geom *g, int64_t o, const char **best_p) {
     const int64_t es = (int64_t)kv_dtype_size(self->dtype);
     const char *src = kv_tensor_data(self);
-    const int64_t base = red_offset(o, g->nk, g->ksize, g->kstride);
+    const int64_t base = kv_ref_linear_offset(o, g->nk, g->ksize, g->kstride, -1);
     const char *best = src + base * es;
     int64_t best_r = 0;
     for (int64_t r = 1; r < g->nred; r++) {
-        const char *p = src + (base + red_offset(r, g->nr, g->rsize, g->rstride)) * es;
+        const char *p = src + (base + kv_ref_linear_offset(r, g->nr, g->rsize, g->rstride, -1)) * es;
         if (red_greater(self->dtype, p, best)) {
             best = p;
             best_r = r;

@@ -8,22 +8,11 @@
  * one element (dim 0 or -1). Floating dtypes only; half_to_float=true is
  * refused, as PyTorch's CPU kernels refuse it. */
 #include "ref/ref.h"
+#include "ref/ref_shared.h"
 #include "ref/ref_kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-/* Element offset of the lin-th element (row-major) over the dims of
- * `sizes` other than `skip`. */
-static int64_t sm_offset(int64_t lin, int ndim, const int64_t *sizes, const int64_t *strides, int skip) {
-    int64_t off = 0;
-    for (int d = ndim - 1; d >= 0; d--) {
-        if (d == skip) continue;
-        off += (lin % sizes[d]) * strides[d];
-        lin /= sizes[d];
-    }
-    return off;
-}
 
 static kv_status sm_kernel(const char *name, const char *plain, kv_stack *stack, bool log_form) {
     kv_tensor *self = kv_arg_tensor(stack, 0);
@@ -62,8 +51,8 @@ static kv_status sm_kernel(const char *name, const char *plain, kv_stack *stack,
     const char *src = kv_tensor_data(self);
     char *dst = kv_tensor_data(out);
     for (int64_t s = 0; s < nslices; s++) {
-        const char *in = src + sm_offset(s, nd, self->sizes, self->strides, dim) * es;
-        char *o = dst + sm_offset(s, nd, out->sizes, out->strides, dim) * es;
+        const char *in = src + kv_ref_linear_offset(s, nd, self->sizes, self->strides, dim) * es;
+        char *o = dst + kv_ref_linear_offset(s, nd, out->sizes, out->strides, dim) * es;
         double m = -INFINITY;
         for (int64_t i = 0; i < len; i++) {
             x[i] = kv_ref_load_f64(dt, in + i * in_stride * es);

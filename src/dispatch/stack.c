@@ -42,43 +42,24 @@ kv_status kv_push_tensors(kv_stack *s, kv_tensor_list list) {
     return kv_stack_push(s, (kv_ivalue){ .tag = KV_IV_TENSOR_LIST, .v.tensors = list });
 }
 
-kv_status kv_push_scalar(kv_stack *s, kv_scalar v) {
-    return kv_stack_push(s, (kv_ivalue){ .tag = KV_IV_SCALAR, .v.scalar = v });
-}
+/* kv_push_NAME(s, v) and kv_push_opt_NAME(s, &v or NULL) for each value
+ * type stored by value: one definition, so the tag and union member of a
+ * type cannot drift between the two. */
+#define KV_DEFINE_PUSH(name, ctype, ivtag, member)                                                        \
+    kv_status kv_push_##name(kv_stack *s, ctype v) {                                                   \
+        return kv_stack_push(s, (kv_ivalue){ .tag = ivtag, .v.member = v });                           \
+    }                                                                                                  \
+    kv_status kv_push_opt_##name(kv_stack *s, const ctype *v) { return v ? kv_push_##name(s, *v) : kv_push_none(s); }
 
-kv_status kv_push_opt_scalar(kv_stack *s, const kv_scalar *v) { return v ? kv_push_scalar(s, *v) : kv_push_none(s); }
+KV_DEFINE_PUSH(scalar, kv_scalar, KV_IV_SCALAR, scalar)
+KV_DEFINE_PUSH(int, int64_t, KV_IV_INT, i)
+KV_DEFINE_PUSH(ints, kv_int_list, KV_IV_INT_LIST, ints)
+KV_DEFINE_PUSH(double, double, KV_IV_DOUBLE, d)
+KV_DEFINE_PUSH(bool, bool, KV_IV_BOOL, b)
+KV_DEFINE_PUSH(dtype, kv_dtype, KV_IV_DTYPE, dtype)
+KV_DEFINE_PUSH(device, kv_device, KV_IV_DEVICE, device)
 
-kv_status kv_push_int(kv_stack *s, int64_t v) { return kv_stack_push(s, (kv_ivalue){ .tag = KV_IV_INT, .v.i = v }); }
-
-kv_status kv_push_opt_int(kv_stack *s, const int64_t *v) { return v ? kv_push_int(s, *v) : kv_push_none(s); }
-
-kv_status kv_push_ints(kv_stack *s, kv_int_list v) {
-    return kv_stack_push(s, (kv_ivalue){ .tag = KV_IV_INT_LIST, .v.ints = v });
-}
-
-kv_status kv_push_opt_ints(kv_stack *s, const kv_int_list *v) { return v ? kv_push_ints(s, *v) : kv_push_none(s); }
-
-kv_status kv_push_double(kv_stack *s, double v) {
-    return kv_stack_push(s, (kv_ivalue){ .tag = KV_IV_DOUBLE, .v.d = v });
-}
-
-kv_status kv_push_opt_double(kv_stack *s, const double *v) { return v ? kv_push_double(s, *v) : kv_push_none(s); }
-
-kv_status kv_push_bool(kv_stack *s, bool v) { return kv_stack_push(s, (kv_ivalue){ .tag = KV_IV_BOOL, .v.b = v }); }
-
-kv_status kv_push_opt_bool(kv_stack *s, const bool *v) { return v ? kv_push_bool(s, *v) : kv_push_none(s); }
-
-kv_status kv_push_dtype(kv_stack *s, kv_dtype v) {
-    return kv_stack_push(s, (kv_ivalue){ .tag = KV_IV_DTYPE, .v.dtype = v });
-}
-
-kv_status kv_push_opt_dtype(kv_stack *s, const kv_dtype *v) { return v ? kv_push_dtype(s, *v) : kv_push_none(s); }
-
-kv_status kv_push_device(kv_stack *s, kv_device v) {
-    return kv_stack_push(s, (kv_ivalue){ .tag = KV_IV_DEVICE, .v.device = v });
-}
-
-kv_status kv_push_opt_device(kv_stack *s, const kv_device *v) { return v ? kv_push_device(s, *v) : kv_push_none(s); }
+#undef KV_DEFINE_PUSH
 
 kv_status kv_push_str(kv_stack *s, const char *v) {
     if (v == NULL) return kv_push_none(s);

@@ -252,13 +252,14 @@ static kv_status fz_same_args(const fz_row *row, kv_keyset ks, const kv_stack *a
     return fz_take_result(row->functional, &st, out);
 }
 
-/* fill_(self, value) -> full(self.sizes, value, dtype=self.dtype, device=self.device). */
-static kv_status fz_fill(const fz_row *row, kv_keyset ks, const kv_stack *args, kv_tensor **out) {
-    kv_tensor *self = kv_arg_tensor(args, 0);
+/* The functional factory of row on self's sizes, dtype and device, with
+ * `value` (NULL: none) after the sizes, as full takes it. */
+static kv_status fz_factory_like(const fz_row *row, kv_keyset ks, const kv_tensor *self, const kv_scalar *value,
+                                 kv_tensor **out) {
     kv_ivalue slots[KV_STACK_MAX];
     kv_stack st = kv_stack_on(slots, KV_STACK_MAX);
     kv_push_ints(&st, (kv_int_list){ self->sizes, self->ndim });
-    kv_push_scalar(&st, kv_arg_scalar(args, 1));
+    if (value) kv_push_scalar(&st, *value);
     kv_push_dtype(&st, self->dtype);
     kv_push_none(&st);
     kv_push_device(&st, self->device);
@@ -268,19 +269,15 @@ static kv_status fz_fill(const fz_row *row, kv_keyset ks, const kv_stack *args, 
     return fz_take_result(row->functional, &st, out);
 }
 
+/* fill_(self, value) -> full(self.sizes, value, dtype=self.dtype, device=self.device). */
+static kv_status fz_fill(const fz_row *row, kv_keyset ks, const kv_stack *args, kv_tensor **out) {
+    const kv_scalar value = kv_arg_scalar(args, 1);
+    return fz_factory_like(row, ks, kv_arg_tensor(args, 0), &value, out);
+}
+
 /* zero_(self) -> zeros(self.sizes, dtype=self.dtype, device=self.device). */
 static kv_status fz_zero(const fz_row *row, kv_keyset ks, const kv_stack *args, kv_tensor **out) {
-    kv_tensor *self = kv_arg_tensor(args, 0);
-    kv_ivalue slots[KV_STACK_MAX];
-    kv_stack st = kv_stack_on(slots, KV_STACK_MAX);
-    kv_push_ints(&st, (kv_int_list){ self->sizes, self->ndim });
-    kv_push_dtype(&st, self->dtype);
-    kv_push_none(&st);
-    kv_push_device(&st, self->device);
-    kv_push_none(&st);
-    kv_status rc = fz_run_recorded(fz_row_functional(row), ks, &st);
-    if (rc != KV_OK) return rc;
-    return fz_take_result(row->functional, &st, out);
+    return fz_factory_like(row, ks, kv_arg_tensor(args, 0), NULL, out);
 }
 
 /* copy_(self, src) -> _to_copy(src, dtype=self.dtype[, device=self.device]),

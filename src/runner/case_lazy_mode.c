@@ -352,6 +352,10 @@ static kv_status mode_parse(const kv_option_ctx *ctx, const kv_spec_alt *alt, un
         snprintf(name, sizeof name, "%.*s", n, t + start);
         if (strcmp(name, "none") == 0)
             return KV_OPT_ERR(ctx, kv_spec_alt_col(alt, start), "--mode: 'none' cannot be combined with other modes");
+        if (strcmp(name, "perf") == 0)
+            return KV_OPT_ERR(ctx, kv_spec_alt_col(alt, start),
+                              "--mode: 'perf' is not a case mode: it is kvrun's runner flag, given exactly as "
+                              "--mode=perf on the command line (kvrun --mode=perf FILE...), never in a case line");
         if (n >= (int)sizeof name || kv_case_mode_parse(name, &m) != 0)
             return KV_OPT_ERR(ctx, kv_spec_alt_col(alt, start),
                               "--mode: unknown mode '%.*s' (modes: grad, no_grad, autocast_f16, autocast_bf16, "

@@ -386,36 +386,6 @@ static void fp_backward(const kv_case_inputs *in, kv_tensor *const *leaves, cons
     }
 }
 
-/* kv_vmap_call over the physical inputs (batch dim 0 on every mapped
- * argument), its returns as case outputs: how the lazy check runs vmap. */
-static kv_status fp_vmap_invoke(const kv_op *op, kv_case_inputs *in, kv_case_outputs *out) {
-    kv_ivalue slots[KV_STACK_MAX], rslots[KV_STACK_MAX];
-    kv_stack args = kv_stack_on(slots, KV_STACK_MAX);
-    kv_stack rs = kv_stack_on(rslots, KV_STACK_MAX);
-    memset(out, 0, sizeof *out);
-    for (int i = 0; i < in->nargs; i++) {
-        kv_status s = kv_stack_push(&args, in->args[i]);
-        if (s != KV_OK) return s;
-    }
-    kv_error_clear();
-    kv_status st = kv_vmap_call(op, &args, NULL, -1, 0, &rs);
-    if (st != KV_OK) return st;
-    for (int i = 0; i < rs.size; i++) {
-        kv_ivalue *v = &rs.slots[i];
-        if (v->tag == KV_IV_TENSOR && out->n < KV_CASE_MAX_OUTPUTS) {
-            out->t[out->n++] = v->v.tensor;
-        } else if (v->tag == KV_IV_TENSOR) {
-            kv_tensor_release(v->v.tensor);
-            st = kv_error(KV_ERR_INTERNAL, "%s: returned more than %d tensors", kv_op_name(op), KV_CASE_MAX_OUTPUTS);
-        } else if (v->tag == KV_IV_BOOL) {
-            out->is_bool = true;
-            out->b = v->v.b;
-        }
-    }
-    if (st != KV_OK) kv_case_outputs_free(out);
-    return st;
-}
-
 static void fp_run_one(const kv_check_ctx *ctx, const fp_config *cfg, kv_accel_gate gate, fp_run *run) {
     const kv_case *c = ctx->c;
     memset(run, 0, sizeof *run);
@@ -453,7 +423,7 @@ static void fp_run_one(const kv_check_ctx *ctx, const fp_config *cfg, kv_accel_g
     run->live = fp_live_keys(ctx->op, &in);
     kv_case_outputs out;
     kv_accel_counters_reset();
-    st = vmap ? fp_vmap_invoke(ctx->op, &in, &out) : kv_case_invoke(ctx->op, &in, 0, &out);
+    st = vmap ? kv_check_vmap_invoke(ctx->op, &in, &out) : kv_case_invoke(ctx->op, &in, 0, &out);
     run->calls = kv_accel_counters_of(kv_op_name(ctx->op));
     run->st = st;
     if (st != KV_OK) snprintf(run->message, sizeof run->message, "%s", kv_last_error_message());

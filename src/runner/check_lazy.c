@@ -128,42 +128,6 @@ static kv_status expected_make(const kv_check_ctx *ctx, int sample, kv_dtype ad,
     return st;
 }
 
-/* ---- the call ---- */
-
-static kv_status returns_to_outputs(const kv_op *op, kv_stack *rs, kv_case_outputs *out) {
-    memset(out, 0, sizeof *out);
-    kv_status st = KV_OK;
-    for (int i = 0; i < rs->size; i++) {
-        kv_ivalue *v = &rs->slots[i];
-        if (v->tag == KV_IV_TENSOR && out->n < KV_CASE_MAX_OUTPUTS) {
-            out->t[out->n++] = v->v.tensor;
-        } else if (v->tag == KV_IV_TENSOR) {
-            kv_tensor_release(v->v.tensor);
-            st = kv_error(KV_ERR_INTERNAL, "%s: returned more than %d tensors", kv_op_name(op), KV_CASE_MAX_OUTPUTS);
-        } else if (v->tag == KV_IV_BOOL) {
-            out->is_bool = true;
-            out->b = v->v.b;
-        }
-    }
-    if (st != KV_OK) kv_case_outputs_free(out);
-    return st;
-}
-
-static kv_status vmap_invoke(const kv_op *op, kv_case_inputs *in, kv_case_outputs *out) {
-    kv_ivalue slots[KV_STACK_MAX], rslots[KV_STACK_MAX];
-    kv_stack args = kv_stack_on(slots, KV_STACK_MAX);
-    kv_stack rs = kv_stack_on(rslots, KV_STACK_MAX);
-    memset(out, 0, sizeof *out);
-    for (int i = 0; i < in->nargs; i++) {
-        kv_status s = kv_stack_push(&args, in->args[i]);
-        if (s != KV_OK) return s;
-    }
-    kv_error_clear();
-    kv_status st = kv_vmap_call(op, &args, NULL, -1, 0, &rs);
-    if (st != KV_OK) return st;
-    return returns_to_outputs(op, &rs, out);
-}
-
 /* ---- comparison ---- */
 
 static kv_dtype effective_autocast(const kv_check_ctx *ctx);
@@ -310,7 +274,7 @@ static void lazy_check(const kv_check_ctx *ctx, lazy_run *L, kv_check_result *r)
     /* The reference variant of every kernel, as for the golden: this check
      * proves the lazy and mode layers, the variants check the kernels. */
     const bool was_ref_call = kv_tune_reference_mode_set(true);
-    kv_status st = vmap ? vmap_invoke(ctx->op, &L->in, &L->out) : kv_case_invoke(ctx->op, &L->in, 0, &L->out);
+    kv_status st = vmap ? kv_check_vmap_invoke(ctx->op, &L->in, &L->out) : kv_case_invoke(ctx->op, &L->in, 0, &L->out);
     kv_tune_reference_mode_set(was_ref_call);
     char msg[512];
     snprintf(msg, sizeof msg, "%s", st != KV_OK ? kv_last_error_message() : "");

@@ -125,3 +125,39 @@ kv_status kv_check_golden_key(const kv_case *c, char *buf, int cap) {
     if (n < 0 || n >= cap) return kv_error(KV_ERR_INVALID_ARG, "%s: golden key too long (%d bytes)", c->op, n);
     return KV_OK;
 }
+
+/* A tensor past KV_CASE_MAX_OUTPUTS is released and fails the call
+ * rather than being dropped silently. */
+static kv_status returns_to_outputs(const kv_op *op, kv_stack *rs, kv_case_outputs *out) {
+    memset(out, 0, sizeof *out);
+    kv_status st = KV_OK;
+    for (int i = 0; i < rs->size; i++) {
+        kv_ivalue *v = &rs->slots[i];
+        if (v->tag == KV_IV_TENSOR && out->n < KV_CASE_MAX_OUTPUTS) {
+            out->t[out->n++] = v->v.tensor;
+        } else if (v->tag == KV_IV_TENSOR) {
+            kv_tensor_release(v->v.tensor);
+            st = kv_error(KV_ERR_INTERNAL, "%s: returned more than %d tensors", kv_op_name(op), KV_CASE_MAX_OUTPUTS);
+        } else if (v->tag == KV_IV_BOOL) {
+            out->is_bool = true;
+            out->b = v->v.b;
+        }
+    }
+    if (st != KV_OK) kv_case_outputs_free(out);
+    return st;
+}
+
+kv_status kv_check_vmap_invoke(const kv_op *op, kv_case_inputs *in, kv_case_outputs *out) {
+    kv_ivalue slots[KV_STACK_MAX], rslots[KV_STACK_MAX];
+    kv_stack args = kv_stack_on(slots, KV_STACK_MAX);
+    kv_stack rs = kv_stack_on(rslots, KV_STACK_MAX);
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < in->nargs; i++) {
+        kv_status s = kv_stack_push(&args, in->args[i]);
+        if (s != KV_OK) return s;
+    }
+    kv_error_clear();
+    kv_status st = kv_vmap_call(op, &args, NULL, -1, 0, &rs);
+    if (st != KV_OK) return st;
+    return returns_to_outputs(op, &rs, out);
+}

@@ -52,6 +52,11 @@ kv_status kv_check_box_bool(kv_case_outputs *out);
  * .npy files see the logical values. */
 kv_status kv_check_materialize(kv_case_outputs *out);
 
+/* kv_vmap_call over the physical inputs (batch dim 0 on every mapped
+ * argument), its returns as case outputs: how the lazy and fastpath checks
+ * run a vmap case. */
+kv_status kv_check_vmap_invoke(const kv_op *op, kv_case_inputs *in, kv_case_outputs *out);
+
 /* Whether schema argument `a` of the op is written by the call (a!). */
 bool kv_check_arg_is_mutated(const kv_op *op, int a);
 

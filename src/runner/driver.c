@@ -417,6 +417,11 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         free(sel);
         return 0;
     }
+    if (o->run_selected != NULL) {
+        const int rc = o->run_selected(o->run_selected_ctx, sel, nsel, out);
+        free(sel);
+        return rc;
+    }
 
     /* Folders first: a run that cannot write its report (or dump) should
      * say so before it spends an hour running cases. */

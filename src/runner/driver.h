@@ -83,6 +83,11 @@ typedef struct kv_driver_options {
      * (runner/check_fastpath.h); 0: both. */
     unsigned fastpath_gates;
     FILE *err;                   /* warnings and errors; NULL: stderr */
+    /* When set (kvrun --mode=perf, runner/perf.h), the selected cases go
+     * to this instead of the checks, in this process, and its result is
+     * the exit code; nothing else is written. */
+    int (*run_selected)(void *ctx, const kv_case *const *cases, int n, FILE *out);
+    void *run_selected_ctx;
 } kv_driver_options;
 
 /* Every field at its default. */

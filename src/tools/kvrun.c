@@ -18,6 +18,7 @@
 #include "runner/check_fastpath.h"
 #include "runner/driver.h"
 #include "runner/merge.h"
+#include "runner/perf.h"
 #include "runner/report.h"
 
 static void usage(FILE *f) {
@@ -59,6 +60,14 @@ static void usage(FILE *f) {
             "                      other checks use KV_REDISPATCH_GATE (default exact)\n"
             "  --baseline=FILE     known failures: matching failures become XFAIL, matching\n"
             "                      passes XPASS (a stale entry fails the run)\n"
+            "  --mode=perf         time every kernel variant of each selected cpu case\n"
+            "                      instead of checking it (in this process, one case at a\n"
+            "                      time): median and min, GB/s or GFLOP/s, speedup over\n"
+            "                      ref, the tuner's choice; %s/perf.jsonl and perf.html.\n"
+            "                      Only exactly --mode=perf is this flag: any other --mode=\n"
+            "                      is the case option. e.g. kvrun --mode=perf cases/perf/large.perf\n"
+            "  --perf-reps=N       timed calls per variant in perf mode (default %d, after\n"
+            "                      %d untimed ones)\n"
             "  --merge DIR...      combine the report folders of the shards of one run into\n"
             "                      one report (written to --report-dir)\n"
             "  --version           print the version and the number of ops\n"
@@ -80,7 +89,8 @@ static void usage(FILE *f) {
             "Cases with the same ID run once. A run that selects no case is an error.\n"
             "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
             "2 usage errors (bad flags, malformed case lines, nothing selected).\n",
-            KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR);
+            KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR,
+            KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP);
 }
 
 /* Loads the backend plugins (kv_init never does): one stderr line per
@@ -137,7 +147,7 @@ static const kv_flag kv_flags[] = {
     { "baseline", KV_FLAG_VALUE, false },  { "merge", KV_FLAG_BOOL, false },
     { "help", KV_FLAG_BOOL, false },       { "version", KV_FLAG_BOOL, false },
     { "list-ops", KV_FLAG_BOOL, false },   { "backend", KV_FLAG_VALUE, true },
-    { "gate", KV_FLAG_VALUE, false },
+    { "gate", KV_FLAG_VALUE, false },      { "perf-reps", KV_FLAG_VALUE, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -155,10 +165,14 @@ static int kv_flag_of(const char *arg) {
 
 static bool kv_is_positional(const char *arg) { return arg[0] != '-' || arg[1] == '\0'; }
 
+/* --mode= is also a case option (mode=grad, ...); exactly --mode=perf is
+ * the runner's (no case mode is named perf, and the grammar says so). */
+static bool kv_is_perf_mode(const char *arg) { return strcmp(arg, "--mode=perf") == 0; }
+
 /* What the grammar must not see: runner flags and positional paths. */
 static bool kv_runner_claims(const char *arg, void *ctx) {
     (void)ctx;
-    return kv_is_positional(arg) || kv_flag_of(arg) >= 0 || strcmp(arg, "-h") == 0;
+    return kv_is_positional(arg) || kv_flag_of(arg) >= 0 || kv_is_perf_mode(arg) || strcmp(arg, "-h") == 0;
 }
 
 typedef struct kv_cli {
@@ -170,6 +184,8 @@ typedef struct kv_cli {
     const char **backends;
     int nbackends;
     bool merge, help, version, list_ops;
+    bool perf;                   /* --mode=perf */
+    kv_perf_options perf_o;
     int seen[KV_NFLAGS];
     bool case_options;
 } kv_cli;
@@ -264,6 +280,10 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->version = true;
     } else if (strcmp(n, "list-ops") == 0) {
         c->list_ops = true;
+    } else if (strcmp(n, "perf-reps") == 0) {
+        if (kv_parse_int(v, 1, KV_PERF_MAX_REPS, &c->perf_o.reps) != 0) {
+            return kv_usage_error("--perf-reps=%s: must be a whole number from 1 to %d", v, KV_PERF_MAX_REPS);
+        }
     }
     return 0;
 }
@@ -277,6 +297,11 @@ static int kv_cli_parse(kv_cli *c, int argc, char **argv) {
         }
         if (kv_is_positional(a)) {
             c->paths[c->npaths++] = a;
+            continue;
+        }
+        if (kv_is_perf_mode(a)) {
+            if (c->perf) return kv_usage_error("'%s': --mode=perf given twice", a);
+            c->perf = true;
             continue;
         }
         const int f = kv_flag_of(a);
@@ -299,6 +324,7 @@ static int kv_merge_main(const kv_cli *c) {
         }
     }
     if (c->case_options) return kv_usage_error("--merge takes only report folders and --report-dir, not case options");
+    if (c->perf) return kv_usage_error("--merge takes only report folders and --report-dir, not --mode=perf");
     kv_result_list results = { 0 };
     kv_report_meta meta;
     kv_report_meta_init(&meta);
@@ -350,7 +376,34 @@ static int kvrun_tune_env(void) {
     return -1;
 }
 
+/* perf mode times variants in this process: the flags about checks,
+ * goldens and workers do not apply to it (a silent no-op would mislead). */
+static int kv_perf_flags_check(const kv_cli *c) {
+    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout" };
+    for (int f = 0; f < KV_NFLAGS; f++) {
+        const char *n = kv_flags[f].name;
+        if (!c->seen[f]) continue;
+        if (strcmp(n, "perf-reps") == 0 && !c->perf) return kv_usage_error("--perf-reps needs --mode=perf");
+        for (size_t i = 0; c->perf && i < sizeof not_perf / sizeof not_perf[0]; i++) {
+            if (strcmp(n, not_perf[i]) == 0)
+                return kv_usage_error("--%s does not apply to --mode=perf (it times variants in this process)", n);
+        }
+    }
+    return 0;
+}
+
+static int kv_perf_selected(void *ctx, const kv_case *const *cases, int n, FILE *out) {
+    return kv_perf_run((const kv_perf_options *)ctx, cases, n, out);
+}
+
 static int kv_run_main(kv_cli *c, int argc, char **argv) {
+    const int perf_rc = kv_perf_flags_check(c);
+    if (perf_rc != 0) return perf_rc;
+    if (c->perf) {
+        c->perf_o.report_dir = c->o.report_dir;
+        c->o.run_selected = kv_perf_selected;
+        c->o.run_selected_ctx = &c->perf_o;
+    }
     if (c->npaths == 0 && !c->case_options && !kvrun_tune_listing()) {
         return kv_usage_error("nothing to run: give case files or directories, or a case line (--op=...)");
     }
@@ -406,6 +459,7 @@ int main(int argc, char **argv) {
     kv_cli c;
     memset(&c, 0, sizeof c);
     kv_driver_options_init(&c.o);
+    kv_perf_options_init(&c.perf_o);
     c.filters = calloc((size_t)argc, sizeof *c.filters);
     c.backends = calloc((size_t)argc, sizeof *c.backends);
     c.paths = calloc((size_t)argc, sizeof *c.paths);
