@@ -19,6 +19,7 @@
 #include "kv/kv.h"
 #include "kv/accel.h"
 #include "kv/autograd.h"
+#include "test_util.h"
 
 #define NTHREADS 8
 #define NITER 25
@@ -66,10 +67,7 @@ static bool bitwise_equal(const kv_tensor *a, const kv_tensor *b) {
     size_t isz = kv_dtype_size(a->dtype);
     for (int64_t i = 0; i < n; i++) {
         if (memcmp(kv_tensor_element(a, idx), kv_tensor_element(b, idx), isz) != 0) return false;
-        for (int d = a->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < a->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(a, idx);
     }
     return true;
 }

@@ -52,10 +52,7 @@ static void expect_values(const kv_tensor *t, const double *want, int n, double 
         double got = kv_tensor_get_f64(t, idx);
         if (!(fabs(got - want[i]) <= tol))
             fail_msg("element %d: got %.17g, want %.17g", i, got, want[i]);
-        for (int d = t->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < t->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(t, idx);
     }
 }
 

@@ -21,6 +21,7 @@
 #include "kv/autograd.h"
 
 #include "boxing/boxing_internal.h" /* the boxing steps, for one direct test */
+#include "test_util.h"
 
 static const kv_device kAccel = { KV_DEVICE_ACCEL, 0 };
 static const kv_device kCpu = { KV_DEVICE_CPU, 0 };
@@ -71,15 +72,6 @@ static void assert_accel(const kv_tensor *t) {
     assert_false(kv_keyset_has(t->keys, KV_KEY_CPU));
 }
 
-/* Walks t's logical elements in row-major order. */
-static bool next_index(const kv_tensor *t, int64_t *idx) {
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (++idx[d] < t->sizes[d]) return true;
-        idx[d] = 0;
-    }
-    return false;
-}
-
 /* Same dtype, shape and element bytes. */
 static void assert_bitwise_equal(const kv_tensor *a, const kv_tensor *b) {
     assert_int_equal(a->dtype, b->dtype);
@@ -93,7 +85,7 @@ static void assert_bitwise_equal(const kv_tensor *a, const kv_tensor *b) {
         assert_non_null(pa);
         assert_non_null(pb);
         assert_memory_equal(pa, pb, isz);
-    } while (next_index(a, idx));
+    } while (kv_test_next_index(a, idx));
 }
 
 static void assert_values(const kv_tensor *t, const double *expect, int64_t n) {
@@ -105,7 +97,7 @@ static void assert_values(const kv_tensor *t, const double *expect, int64_t n) {
         double got = kv_tensor_get_f64(t, idx);
         if (got != expect[i]) fail_msg("element %lld: got %.17g, expected %.17g", (long long)i, got, expect[i]);
         i++;
-    } while (next_index(t, idx));
+    } while (kv_test_next_index(t, idx));
 }
 
 static void assert_counts(const char *op, uint64_t fast, uint64_t slow, uint64_t manual) {

@@ -153,10 +153,7 @@ static int64_t compare(const kv_tensor *e, const kv_tensor *g, rule r, double to
         if (!ok && bad++ == 0)
             snprintf(why, cap, "element %lld: expected %.17g (bits %llx) got %.17g (bits %llx)", (long long)k, ev,
                      (unsigned long long)bits_of(e, idx), gv, (unsigned long long)bits_of(g, idx));
-        for (int d = e->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < e->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(e, idx);
     }
     return bad;
 }
@@ -259,10 +256,7 @@ static kv_status invoke(const kv_op *op, const call *c, const char *variant, kv_
             int64_t idx[KV_MAX_DIMS] = { 0 };
             for (int64_t k = 0; k < kv_tensor_numel(t); k++) {
                 memcpy(kv_tensor_element(copies[i], idx), kv_tensor_element(t, idx), kv_dtype_size(t->dtype));
-                for (int d = t->ndim - 1; d >= 0; d--) {
-                    if (++idx[d] < t->sizes[d]) break;
-                    idx[d] = 0;
-                }
+                kv_test_next_index(t, idx);
             }
             v.v.tensor = copies[i];
         }
@@ -368,10 +362,7 @@ static double *gelu_bound(const call *c, const kv_tensor *e) {
     int64_t idx[KV_MAX_DIMS] = { 0 };
     for (int64_t k = 0; k < n; k++) {
         b[k] = 8.0 * 0x1p-24 * (fabs(kv_tensor_get_f64(e, idx)) + fabs(kv_tensor_get_f64(x, idx))) + 1e-37;
-        for (int d = e->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < e->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(e, idx);
     }
     return b;
 }
@@ -387,10 +378,7 @@ static double *gelu_bwd_bound(const call *c, const kv_tensor *e) {
                    (fabs(kv_tensor_get_f64(e, idx)) +
                     fabs(kv_tensor_get_f64(g, idx)) * (1.0 + fabs(kv_tensor_get_f64(x, idx)))) +
                1e-37;
-        for (int d = e->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < e->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(e, idx);
     }
     return b;
 }
@@ -608,10 +596,7 @@ static double *sum_bound(const call *c, const kv_tensor *e) {
         for (int d = 0; d < x->ndim; d++)
             if (!g_red.reduce[d]) o = o * x->sizes[d] + idx[d];
         b[o] += fabs(kv_tensor_get_f64(x, idx));
-        for (int d = x->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < x->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(x, idx);
     }
     for (int64_t o = 0; o < ne; o++) b[o] = (double)(nred + 2) * u * b[o] / (g_red.mean ? (double)nred : 1.0) + 1e-300;
     return b;
@@ -764,10 +749,7 @@ static double *softmax_bound(const call *c, const kv_tensor *e) {
     for (int64_t k = 0; k < ne; k++) {
         const double ev = fabs(kv_tensor_get_f64(e, idx));
         b[k] = (double)(n + 6) * u * (logf ? ev + 2.0 * log((double)n) + 1.0 : ev) + 1e-300;
-        for (int d = e->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < e->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(e, idx);
     }
     return b;
 }
@@ -789,10 +771,7 @@ static double *rel_bound(const call *c, const kv_tensor *e) {
     const double r = e->dtype == KV_F32 ? 2e-6 : 1e-13;
     for (int64_t k = 0; k < n; k++) {
         b[k] = r * (fabs(kv_tensor_get_f64(e, idx)) + 1.0);
-        for (int d = e->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < e->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(e, idx);
     }
     (void)c;
     return b;

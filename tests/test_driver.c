@@ -50,10 +50,7 @@ static kv_status kvt_kernel(kv_stack *s, kvt_mode mode) {
         double v = 2.0 * kv_tensor_get_f64(x, idx);
         if (mode == KVT_WRONG && e == 0) v += 1.0;
         kv_tensor_set_f64(y, idx, v);
-        for (int d = x->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < x->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(x, idx);
     }
     if (mode == KVT_OOB) {
         /* One element past the end: inside the slack of the default CPU

@@ -123,6 +123,16 @@ static void test_dtype_names_sizes(void **state) {
     }
 }
 
+/* PyTorch's ScalarType names, as torch prints them in messages. */
+static void test_dtype_torch_names(void **state) {
+    (void)state;
+    static const char *const names[] = { "Bool", "Byte",     "Char",  "Short",  "Int",          "Long",
+                                         "Half", "BFloat16", "Float", "Double", "ComplexFloat", "ComplexDouble" };
+    assert_int_equal(sizeof names / sizeof names[0], KV_DTYPE_COUNT);
+    for (int i = 0; i < (int)KV_DTYPE_COUNT; i++) assert_string_equal(kv_dtype_torch_name((kv_dtype)i), names[i]);
+    assert_string_equal(kv_dtype_torch_name(KV_DTYPE_COUNT), "?");
+}
+
 static void test_dtype_parse_bad(void **state) {
     (void)state;
     kv_dtype out = KV_F32;
@@ -587,6 +597,7 @@ static void test_status_error_state(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_names_sizes),
+        cmocka_unit_test(test_dtype_torch_names),
         cmocka_unit_test(test_dtype_parse_bad),
         cmocka_unit_test(test_dtype_real_complex),
         cmocka_unit_test(test_f16_widen_all_patterns),

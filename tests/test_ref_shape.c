@@ -79,10 +79,7 @@ static void expect_values(const kv_tensor *t, const double *want, int n) {
     for (int k = 0; k < n; k++) {
         double got = kv_tensor_get_f64(t, index);
         if (got != want[k]) fail_msg("element %d: got %g, want %g", k, got, want[k]);
-        for (int d = t->ndim - 1; d >= 0; d--) {
-            if (++index[d] < t->sizes[d]) break;
-            index[d] = 0;
-        }
+        kv_test_next_index(t, index);
     }
 }
 

@@ -88,6 +88,16 @@ static inline kv_status kv_test_kernel_square(const kv_op *op, kv_keyset ks, kv_
 
 /* ---- element checks ---- */
 
+/* Steps idx to t's next logical element in row-major order; false (idx
+ * back at all zeros) after the last. */
+static inline bool kv_test_next_index(const kv_tensor *t, int64_t *idx) {
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (++idx[d] < t->sizes[d]) return true;
+        idx[d] = 0;
+    }
+    return false;
+}
+
 /* t (on any device: read through kv_backend_readable) equals want within
  * tol, element by element in row-major order. */
 static inline void kv_test_expect_values_on(const kv_tensor *t, const double *want, int64_t n, double tol) {
@@ -99,10 +109,7 @@ static inline void kv_test_expect_values_on(const kv_tensor *t, const double *wa
     for (int64_t i = 0; i < n; i++) {
         const double got = kv_tensor_get_f64(h, idx);
         if (fabs(got - want[i]) > tol) fail_msg("element %lld: got %.17g, want %.17g", (long long)i, got, want[i]);
-        for (int d = h->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < h->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(h, idx);
     }
     kv_tensor_release(h);
 }

@@ -18,6 +18,7 @@
 
 #include "kv/kv.h"
 #include "kv/vmap.h"
+#include "test_util.h"
 
 #define N KV_VMAP_UNBATCHED
 
@@ -71,10 +72,7 @@ static void assert_bits_equal(const kv_tensor *got, const kv_tensor *want, const
                         kv_tensor_get_f64(want, idx));
             fail();
         }
-        for (int d = want->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < want->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(want, idx);
     }
 }
 
@@ -83,10 +81,7 @@ static void assert_values(const kv_tensor *t, const double *want, int64_t n) {
     int64_t idx[KV_MAX_DIMS] = { 0 };
     for (int64_t i = 0; i < n; i++) {
         assert_true(kv_tensor_get_f64(t, idx) == want[i]);
-        for (int d = t->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < t->sizes[d]) break;
-            idx[d] = 0;
-        }
+        kv_test_next_index(t, idx);
     }
 }
 
