@@ -24,16 +24,15 @@
 #   asan  gcc AddressSanitizer + UndefinedBehaviorSanitizer (tests/sanitize.sh)
 #   tsan  gcc ThreadSanitizer                     (tests/sanitize.sh)
 #   fuzz  clang libFuzzer instrumentation + ASan + UBSan (tests/fuzz/run.sh)
-# The normal build/ is never touched.
+# The normal build/ is never touched. KV_JOBS sets ninja's -j (default 2).
 set -eu
 cfg=${1:?usage: tests/configs.sh cov|asan|tsan|fuzz [NINJA TARGET...]}
 shift
 
 san_common="-fno-omit-frame-pointer -fno-sanitize-recover=all -Wno-error"
-libs=""
+exit_hook=no
 case "$cfg" in
-cov)  cc=gcc;   extra="-O0 --coverage -Wno-error"
-      libs="build-cov/obj/cov_exit.o -Wl,--wrap=_exit" ;;
+cov)  cc=gcc;   extra="-O0 --coverage -Wno-error"; exit_hook=yes ;;
 asan) cc=gcc;   extra="-O1 -fsanitize=address,undefined $san_common" ;;
 tsan) cc=gcc;   extra="-O1 -fsanitize=thread -fno-omit-frame-pointer -Wno-error" ;;
 # glibc defines C11's CMPLX only for gcc (it tests __GNUC__ >= 4.7, and
@@ -53,18 +52,18 @@ sed -E \
     -e "s#(^|[[:space:]|=:]|-I)build/#\\1$dir/#g" \
     -e 's#-shared -Wl,-z,defs#-shared $cflags#' \
     build.ninja |
-awk -v cfg="$cfg" -v cc="$cc" -v extra="$extra" -v libs="$libs" '
+awk -v cfg="$cfg" -v cc="$cc" -v extra="$extra" -v hook="$exit_hook" '
     !done && /^rule / {
         print "# ---- config " cfg " (written by tests/configs.sh; edit build.ninja) ----"
         print "cc = " cc
         print "cflags = $cflags " extra
-        if (libs != "") print "libs = $libs " libs
+        if (hook == "yes") print "libs = $libs build-" cfg "/obj/cov_exit.o -Wl,--wrap=_exit"
         print ""
         done = 1
     }
     { print }
     END {
-        if (libs != "") {
+        if (hook == "yes") {
             print ""
             print "# ---- config " cfg ": linked into every program (tests/configs.sh) ----"
             print "build build-" cfg "/obj/cov_exit.o: cc tests/cov_exit.c"
@@ -74,6 +73,6 @@ awk -v cfg="$cfg" -v cc="$cc" -v extra="$extra" -v libs="$libs" '
 # Rewriting an unchanged file would make ninja re-read it for nothing.
 if cmp -s "$tmp" "$dir/build.ninja"; then rm -f "$tmp"; else mv "$tmp" "$dir/build.ninja"; fi
 
-# Programs link the config's extra object, which no edge lists as an input.
-case "$cfg" in cov) ninja -f "$dir/build.ninja" "$dir/obj/cov_exit.o" >/dev/null ;; esac
+# Every program links the exit hook, which no edge lists as an input.
+[ "$exit_hook" = yes ] && ninja -f "$dir/build.ninja" "$dir/obj/cov_exit.o" >/dev/null
 exec ninja -f "$dir/build.ninja" -j"${KV_JOBS:-2}" "$@"

@@ -11,10 +11,11 @@
 #
 # What fails the run: a memcheck error (Valgrind exits 99) or a program
 # killed by a signal. A test or case that merely FAILS under Valgrind is
-# reported but does not: Valgrind runs x87 code at 64-bit precision, so
-# some results differ from the hardware's by an ulp or so (the u64 -> f32
-# conversion in test_ref_elementwise, libm's erf behind gelu), and pass or
-# fail is `ninja test`'s job on the real CPU.
+# reported but does not: Valgrind's emulation of some floating-point
+# instructions is not bit-exact (it converts i64 -> f32 through a double,
+# rounding twice, which test_ref_elementwise's once-rounded conversion
+# test sees; libm paths such as erf behind gelu can move by an ulp), and
+# pass or fail is `ninja test`'s job on the real CPU.
 #
 # tests/memcheck.supp holds the suppressions, each with its reason (today
 # one: a test that leaks on purpose).

@@ -48,6 +48,14 @@ static kv_tensor *to_sim(const kv_tensor *t) {
     return s;
 }
 
+/* A SIM tensor holding v (the CPU staging tensor is released). */
+static kv_tensor *sim_f32(const float *v, const int64_t *sizes, int ndim) {
+    kv_tensor *h = cpu_f32(v, sizes, ndim);
+    kv_tensor *s = to_sim(h);
+    kv_tensor_release(h);
+    return s;
+}
+
 static void test_memory_is_the_plugins(void **state) {
     (void)state;
     const kv_allocator_stats s0 = kv_allocator_stats_of(KV_DEVICE_SIM);
@@ -115,7 +123,7 @@ static void test_elementwise_and_matmul(void **state) {
     (void)state;
     const float av[4] = { 1, 2, 3, 4 }, bv[4] = { 5, 6, 7, 8 }, rv[2] = { 10, 20 };
     const int64_t s22[2] = { 2, 2 }, s2[1] = { 2 };
-    kv_tensor *a = to_sim(cpu_f32(av, s22, 2)), *b = to_sim(cpu_f32(bv, s22, 2)), *row = to_sim(cpu_f32(rv, s2, 1));
+    kv_tensor *a = sim_f32(av, s22, 2), *b = sim_f32(bv, s22, 2), *row = sim_f32(rv, s2, 1);
     /* add: the native kernel (same shape), then the generic one (broadcast). */
     kv_tensor *sum = kv_add(a, b, kv_scalar_double(0.5));
     assert_int_equal(sum->device.type, KV_DEVICE_SIM);
@@ -152,7 +160,7 @@ static void test_reductions_softmax_cat(void **state) {
     (void)state;
     const float av[6] = { 1, 2, 3, 4, 5, 6 };
     const int64_t s23[2] = { 2, 3 };
-    kv_tensor *a = to_sim(cpu_f32(av, s23, 2));
+    kv_tensor *a = sim_f32(av, s23, 2);
     kv_tensor *s = kv_sum(a, &L(1), false, NULL);
     assert_int_equal(s->device.type, KV_DEVICE_SIM);
     static const double want_s[2] = { 6, 15 };
@@ -164,7 +172,7 @@ static void test_reductions_softmax_cat(void **state) {
     const float zv[2] = { 0, 0 };
     const float lv[2] = { 0, (float)log(3.0) };
     const int64_t s12[2] = { 1, 2 };
-    kv_tensor *z = to_sim(cpu_f32(zv, s12, 2)), *l = to_sim(cpu_f32(lv, s12, 2));
+    kv_tensor *z = sim_f32(zv, s12, 2), *l = sim_f32(lv, s12, 2);
     kv_tensor *sz = kv__softmax(z, 1, false), *sl = kv__softmax(l, -1, false);
     static const double half[2] = { 0.5, 0.5 }, q[2] = { 0.25, 0.75 };
     kv_test_expect_values_on(sz, half, 2, 1e-7);
@@ -183,7 +191,7 @@ static void test_views_alias_sim_memory(void **state) {
     (void)state;
     const float av[6] = { 1, 2, 3, 4, 5, 6 };
     const int64_t s23[2] = { 2, 3 };
-    kv_tensor *a = to_sim(cpu_f32(av, s23, 2));
+    kv_tensor *a = sim_f32(av, s23, 2);
     kv_tensor *t = kv_transpose(a, 0, 1);
     kv_tensor *v = kv_view(a, L(3, 2));
     kv_tensor *r = kv_select(a, 0, 1);
@@ -206,7 +214,7 @@ static void test_views_alias_sim_memory(void **state) {
     const int64_t v0 = kv_tensor_version(a);
     const float ones[3] = { 1, 1, 1 };
     const int64_t s3[1] = { 3 };
-    kv_tensor *o = to_sim(cpu_f32(ones, s3, 1));
+    kv_tensor *o = sim_f32(ones, s3, 1);
     assert_int_equal(kv_add_(r, o, kv_scalar_int(10)), KV_OK);
     assert_int_equal(kv_tensor_version(a), v0 + 1);
     static const double want_a[6] = { 1, 2, 3, 14, 15, 16 };
@@ -251,7 +259,7 @@ static void test_errors_match_the_reference(void **state) {
     (void)state;
     const float v[6] = { 0 };
     const int64_t s23[2] = { 2, 3 }, s32[2] = { 3, 2 }, s22[2] = { 2, 2 };
-    kv_tensor *a = to_sim(cpu_f32(v, s23, 2)), *b = to_sim(cpu_f32(v, s22, 2)), *c = to_sim(cpu_f32(v, s32, 2));
+    kv_tensor *a = sim_f32(v, s23, 2), *b = sim_f32(v, s22, 2), *c = sim_f32(v, s32, 2);
     kv_error_clear();
     assert_null(kv_add(a, b, kv_scalar_int(1)));
     assert_int_equal(kv_last_error(), KV_ERR_SHAPE);
@@ -338,7 +346,7 @@ static void test_accel_runs_on_sim(void **state) {
     assert_int_equal(kv_accel_target(), KV_KEY_SIM);
     const float av[3] = { 1, 2, 3 };
     const int64_t s3[1] = { 3 };
-    kv_tensor *s = to_sim(cpu_f32(av, s3, 1));
+    kv_tensor *s = sim_f32(av, s3, 1);
     kv_tensor *x = kv_accel_to(s);
     assert_non_null(x);
     kv_accel_counters_reset();

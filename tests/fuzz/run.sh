@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs the libFuzzer harnesses (build-fuzz/, clang; tests/configs.sh fuzz):
 #   tests/fuzz/run.sh smoke [RUNS]      each harness for RUNS inputs (default
-#                                       2000): `ninja fuzz-smoke`, in CI
+#                                       10000): `ninja fuzz-smoke`, in CI
 #   tests/fuzz/run.sh long [SECONDS]    each for SECONDS (default 300)
 #   tests/fuzz/run.sh only NAME ARGS... one harness, libFuzzer flags as given
 # Harnesses: grammar (case files), schema (op schemas), npy (.npy files),
@@ -18,7 +18,7 @@ mode=${1:-smoke}
 names="grammar schema npy env"
 
 case "$mode" in
-smoke) limit="-runs=${1:-2000}"; [ $# -gt 0 ] && shift ;;
+smoke) limit="-runs=${1:-10000}"; [ $# -gt 0 ] && shift ;;
 long) limit="-max_total_time=${1:-300}"; [ $# -gt 0 ] && shift ;;
 only) names=${1:?usage: run.sh only NAME [LIBFUZZER FLAGS...]}; shift; limit="" ;;
 *) echo "usage: tests/fuzz/run.sh smoke [RUNS] | long [SECONDS] | only NAME [FLAGS...]" >&2; exit 2 ;;
