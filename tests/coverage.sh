@@ -17,7 +17,7 @@ min=${KV_COV_MIN:-90}
 out=reports/coverage
 bdir=build-cov
 
-sh tests/configs.sh cov all
+sh tests/configs.sh cov everything
 find "$bdir" -name '*.gcda' -delete
 
 status=0

@@ -23,7 +23,7 @@ asan)
     export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1"
     export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan.supp:print_suppressions=0"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-    sh tests/configs.sh asan all
+    sh tests/configs.sh asan everything
     KVRUN=$bdir/kvrun sh tests/units.sh "$bdir/tests" || status=1
     echo "=== $bdir/kvrun cases/ --isolate=none"
     "$bdir/kvrun" cases/ --isolate=none --report-dir="$bdir/suite-report" || status=1

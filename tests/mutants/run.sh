@@ -37,7 +37,7 @@ cd "$scratch"
 log="$out/mutants.log"
 : >"$log"
 
-build() { ninja -j"${KV_JOBS:-2}" all >>"$log" 2>&1; }
+build() { ninja -j"${KV_JOBS:-2}" everything >>"$log" 2>&1; }
 suite() { build/kvrun cases/ --report-dir=build/mutant-report >>"$log" 2>&1; }
 units() { sh tests/units.sh build/tests >>"$log" 2>&1; }
 
