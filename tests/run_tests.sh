@@ -25,6 +25,11 @@ if [ "$count" -eq 0 ]; then
     exit 1
 fi
 
+# The layering check (README "Layers"), as one more program.
+count=$((count + 1))
+echo "=== layers"
+sh tests/test_layers.sh || failed="$failed layers"
+
 # The suite itself, as one more program: every case file against the
 # committed golden store (reports go under build/, not into reports/).
 count=$((count + 1))

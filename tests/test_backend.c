@@ -299,6 +299,8 @@ static void test_kvrun_backend_flag(void **state) {
 }
 
 int main(void) {
+    /* Plugins register on top of the composed runtime. */
+    if (kv_init() != KV_OK) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_not_a_library),

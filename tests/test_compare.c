@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "kv/kv.h"
-#include "runner/check.h"
-#include "runner/compare.h"
-#include "runner/tolerance.h"
+#include "runner/check/check.h"
+#include "runner/check/compare.h"
+#include "runner/check/tolerance.h"
 
 /* ---- helpers ---- */
 

@@ -308,6 +308,8 @@ static void test_real_plugin_without_gpu(void **state) {
 }
 
 int main(void) {
+    /* Plugins register on top of the composed runtime. */
+    if (kv_init() != KV_OK) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_memory),
         cmocka_unit_test(test_pointwise),

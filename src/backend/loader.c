@@ -123,10 +123,12 @@ static void unregister_key(kv_key key) {
 
 /* The tuner times a backend's variants between device syncs; its hook
  * takes no argument, so one trampoline per slot. */
-#define SYNC_HOOK(slot)                                                     \
-    static void sync_##slot(void) {                                        \
-        if (kv_backend_synchronize(slot) != KV_OK) kv_error_clear();        \
-    }
+static void sync_slot(kv_device_type t) {
+    const kv_backend_desc *d = kv_backend_desc_of(t);
+    if (d != NULL && d->mem.synchronize != NULL && d->mem.synchronize(d->context) != KV_OK) kv_error_clear();
+}
+#define SYNC_HOOK(slot) \
+    static void sync_##slot(void) { sync_slot(slot); }
 SYNC_HOOK(KV_DEVICE_SIM)
 SYNC_HOOK(KV_DEVICE_CUDA)
 SYNC_HOOK(KV_DEVICE_PLUGIN0)
@@ -287,15 +289,18 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
 }
 
 kv_status kv_backend_load(const char *path) {
-    kv_status st = kv_init();
-    if (st != KV_OK) return st;
+    if (!kv_dispatch_composed())
+        return kv_error(KV_ERR_INVALID_ARG,
+                        "kv_backend_load: %s: the runtime is not initialized; call kv_init before loading a plugin "
+                        "(the built-in registrations would otherwise replace the plugin's)",
+                        path ? path : "(null)");
     pthread_mutex_lock(&g_lock);
     kv_backend_info *r = record_new(path);
     if (r == NULL) {
         pthread_mutex_unlock(&g_lock);
         return kv_error(KV_ERR_OOM, "backend '%s': out of memory for its record; skipped", path ? path : "(null)");
     }
-    st = load_locked(r, path);
+    kv_status st = load_locked(r, path);
     char message[sizeof r->message];
     snprintf(message, sizeof message, "%s", r->message);
     pthread_mutex_unlock(&g_lock);

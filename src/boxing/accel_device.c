@@ -66,7 +66,7 @@ kv_status kv_accel_set_requested_target(kv_key requested) {
 }
 
 kv_status kv_accel_select_target(const char *name) {
-    kv_status st = kv_init();
+    kv_status st = kv_accel_env_init();
     if (st != KV_OK) return st;
     kv_key requested;
     if (name == NULL) requested = KV_KEY_NONE;
@@ -81,7 +81,7 @@ kv_status kv_accel_select_target(const char *name) {
 }
 
 kv_key kv_accel_target(void) {
-    kv_init();
+    kv_accel_env_init();
     return (kv_key)atomic_load_explicit(&g_target, memory_order_relaxed);
 }
 

@@ -184,7 +184,8 @@ void kv_accel_count(int op_id, kv_accel_path path);
 void kv_accel_count_cat_dropped(uint64_t n);
 
 /* ---- state (gate.c, accel_device.c) ---- */
-/* Reads the environment once (kv_boxing_register). */
+/* Reads the environment once (kv_boxing_register, or the first getter or
+ * setter); later calls re-raise a failure of that read. */
 kv_status kv_accel_env_init(void);
 /* The parsers behind it, pure so tests and tests/fuzz/fuzz_env.c can call
  * them: KV_NO_REDISPATCH (true = fast paths enabled; `value` NULL when

@@ -4,7 +4,6 @@
 
 #include <stdio.h>
 
-#include "kv/lazy.h"
 #include "kv/tensor.h"
 
 /* ---- argument checking ---- */

@@ -15,11 +15,7 @@
 #include <sys/stat.h>
 
 #include "kv/op_ids.h"
-#include "runner/check_fastpath.h"
-#include "runner/driver.h"
-#include "runner/merge.h"
-#include "runner/perf.h"
-#include "runner/report.h"
+#include "runner/runner.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -69,18 +69,13 @@ int kv_key_parse(const char *name, kv_key *out);
  * returns the full length like snprintf (truncated output stays terminated). */
 int kv_keyset_format(kv_keyset ks, char *buf, int cap);
 
-/* Thread-local included and excluded sets. Guards are values: push returns
- * the previous state, pop restores it, so nesting and early returns stay
- * correct as long as every push is paired with a pop. */
-typedef struct kv_tls_keys {
-    kv_keyset included;
-    kv_keyset excluded;
-} kv_tls_keys;
+/* Lazy bits are per-tensor functionality keys that a fallback
+ * materializes (DESIGN.md section 4); backend kernels never see them. */
+#define KV_KEYSET_LAZY \
+    (kv_keyset_of(KV_KEY_CONJUGATE) | kv_keyset_of(KV_KEY_NEGATIVE) | kv_keyset_of(KV_KEY_ZERO_TENSOR))
 
-kv_tls_keys kv_tls_get(void);
-void kv_tls_set(kv_tls_keys state);
-kv_tls_keys kv_tls_include_push(kv_keyset ks); /* included |= ks */
-kv_tls_keys kv_tls_exclude_push(kv_keyset ks); /* excluded |= ks */
-void kv_tls_pop(kv_tls_keys saved);
+static inline bool kv_key_is_lazy(kv_key k) {
+    return k == KV_KEY_CONJUGATE || k == KV_KEY_NEGATIVE || k == KV_KEY_ZERO_TENSOR;
+}
 
 #endif

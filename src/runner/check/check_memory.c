@@ -1,0 +1,227 @@
+/* The memory check: the case runs twice under the guarded CPU allocator
+ * (runner/guard_alloc.h), once with new memory poisoned 0x00 and once
+ * 0xFF. It fails when
+ *   - a redzone around an output, an input or any other block is damaged
+ *     (checked while the outputs are alive, naming them, and again as
+ *     every block is freed);
+ *   - an output element differs between the two runs: the kernel did not
+ *     write it, so it kept the poison (skipped for ops whose values are
+ *     unspecified, like empty);
+ *   - an input's storage bytes changed (except arguments the schema marks
+ *     as written, (a!)); the whole storage is compared, layout gaps too;
+ *   - storage is still live after everything was released: a leak.
+ * Expected-error cases run the same way: the call must fail without
+ * leaking, damaging or modifying anything.
+ *
+ * The inputs are made under the guard too (their fill overwrites the
+ * poison), so they get redzones. Cases on other devices are SKIP: the
+ * guard wraps the CPU allocator only. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/check/check_util.h"
+#include "runner/exec/guard_alloc.h"
+#include "runner/check/tolerance.h"
+
+#define MEM_POISON_A 0x00
+#define MEM_POISON_B 0xFF
+
+static void mem_fail(kv_check_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mem_fail(kv_check_result *r, const char *fmt, ...) {
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    /* Both runs usually find the same problem: say it once. */
+    if (r->status != KV_RESULT_PASS && strstr(r->message, text) != NULL) return;
+    if (r->status == KV_RESULT_PASS) kv_check_result_set(r, KV_RESULT_FAIL, "%s", text);
+    else kv_check_result_append(r, "; %s", text);
+}
+
+static bool mem_next(int64_t *idx, const int64_t *sizes, int nd) {
+    for (int d = nd - 1; d >= 0; d--) {
+        if (++idx[d] < sizes[d]) return true;
+        idx[d] = 0;
+    }
+    return false;
+}
+
+/* The output's element bytes, row-major, in a new buffer (NULL for an
+ * empty or non-host tensor). */
+static unsigned char *mem_logical_bytes(const kv_tensor *t, size_t *len) {
+    *len = 0;
+    const int64_t numel = kv_tensor_numel(t);
+    const size_t item = kv_dtype_size(t->dtype);
+    if (numel == 0 || kv_tensor_data(t) == NULL) return NULL;
+    unsigned char *buf = malloc((size_t)numel * item);
+    if (buf == NULL) return NULL;
+    int64_t idx[KV_MAX_DIMS] = { 0 };
+    size_t k = 0;
+    do {
+        memcpy(buf + k * item, kv_tensor_element(t, idx), item);
+        k++;
+    } while (mem_next(idx, t->sizes, t->ndim));
+    *len = k * item;
+    return buf;
+}
+
+typedef struct mem_run {
+    kv_status status;                           /* of the call */
+    int nout;
+    unsigned char *bytes[KV_CASE_MAX_OUTPUTS];  /* logical output bytes */
+    size_t len[KV_CASE_MAX_OUTPUTS];
+    kv_tensor meta[KV_CASE_MAX_OUTPUTS];        /* geometry only (no storage) for messages */
+} mem_run;
+
+static void mem_run_free(mem_run *m) {
+    for (int i = 0; i < KV_CASE_MAX_OUTPUTS; i++) free(m->bytes[i]);
+    memset(m, 0, sizeof *m);
+}
+
+/* One run; problems go into r. false when the run could not happen. */
+static bool mem_one_run(const kv_check_ctx *ctx, uint8_t poison, mem_run *m, kv_check_result *r) {
+    const kv_case *c = ctx->c;
+    const kv_schema *s = kv_op_schema(ctx->op);
+    kv_guard_set_poison(poison);
+    kv_case_inputs in;
+    if (kv_case_inputs_make(c, ctx->op, c->device, false, &in) != KV_OK) {
+        kv_check_result_set(r, KV_RESULT_ERROR, "cannot build the inputs: %s", kv_last_error_message());
+        return false;
+    }
+    unsigned char *snap[KV_CASE_MAX_INPUTS] = { NULL };
+    for (int i = 0; i < in.ntensors; i++) {
+        const kv_tensor *t = in.tensors[i];
+        if (t == NULL || kv_check_arg_is_mutated(ctx->op, c->input_arg[i])) continue;
+        snap[i] = malloc(t->storage->nbytes ? t->storage->nbytes : 1);
+        if (snap[i]) memcpy(snap[i], t->storage->data, t->storage->nbytes);
+    }
+    kv_case_outputs out;
+    m->status = kv_case_invoke(ctx->op, &in, 0, &out);
+    char msg[256];
+    if (m->status == KV_OK) {
+        m->nout = out.n;
+        for (int j = 0; j < out.n; j++) {
+            const kv_tensor *t = out.t[j];
+            if (kv_guard_check_block(t->storage->data, msg, (int)sizeof msg) == 1)
+                mem_fail(r, "output %d: %s", j, msg);
+            m->bytes[j] = mem_logical_bytes(t, &m->len[j]);
+            m->meta[j] = *t;
+            m->meta[j].storage = NULL;
+        }
+    } else if (c->expect == KV_OK) {
+        kv_check_result_set(r, KV_RESULT_ERROR, "the call failed with '%s': %s", kv_status_name(m->status),
+                            kv_last_error_message());
+    }
+    for (int i = 0; i < in.ntensors; i++) {
+        const kv_tensor *t = in.tensors[i];
+        if (t == NULL) continue;
+        const char *arg = s->args[c->input_arg[i]].name;
+        if (kv_guard_check_block(t->storage->data, msg, (int)sizeof msg) == 1)
+            mem_fail(r, "input %d ('%s'): %s", i, arg, msg);
+        if (snap[i] == NULL) continue;
+        const unsigned char *now = t->storage->data;
+        for (size_t b = 0; b < t->storage->nbytes; b++) {
+            if (now[b] != snap[i][b]) {
+                mem_fail(r, "input %d ('%s') was modified by the call: storage byte %zu (element %zu) changed from "
+                            "0x%02X to 0x%02X",
+                         i, arg, b, b / kv_dtype_size(t->dtype), snap[i][b], now[b]);
+                break;
+            }
+        }
+        free(snap[i]);
+    }
+    /* Blocks that are neither inputs nor outputs (a kernel's scratch
+     * still alive); only when the named ones were intact, to report each
+     * damage once. */
+    const bool named_damage = strstr(r->message, "redzone") != NULL;
+    const int other = named_damage ? 0 : kv_guard_check_all(msg, (int)sizeof msg);
+    if (other > 0) mem_fail(r, "%d live block%s damaged: %s", other, other == 1 ? "" : "s", msg);
+    kv_case_outputs_free(&out);
+    kv_case_inputs_free(&in);
+    return true;
+}
+
+/* Elements that differ between the two runs: unwritten by the kernel. */
+static void mem_compare_runs(const mem_run *a, const mem_run *b, kv_check_result *r) {
+    if (a->nout != b->nout) {
+        mem_fail(r, "the two runs returned %d and %d outputs", a->nout, b->nout);
+        return;
+    }
+    for (int j = 0; j < a->nout; j++) {
+        const kv_tensor *t = &a->meta[j];
+        if (a->len[j] != b->len[j]) {
+            mem_fail(r, "output %d: the two runs returned different sizes", j);
+            continue;
+        }
+        const size_t item = kv_dtype_size(t->dtype);
+        int64_t count = 0, first = -1;
+        for (size_t k = 0; k < a->len[j] / item; k++) {
+            if (memcmp(a->bytes[j] + k * item, b->bytes[j] + k * item, item) != 0) {
+                if (first < 0) first = (int64_t)k;
+                count++;
+            }
+        }
+        if (count == 0) continue;
+        int64_t idx[KV_MAX_DIMS], rem = first;
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            idx[d] = rem % t->sizes[d];
+            rem /= t->sizes[d];
+        }
+        char at[KV_MAX_DIMS * 24];
+        kv_shape_format(idx, t->ndim, at, (int)sizeof at);
+        mem_fail(r, "output %d: %lld element%s not written by the kernel (they differ between poison 0x%02X and 0x%02X), first at %s",
+                 j, (long long)count, count == 1 ? "" : "s", MEM_POISON_A, MEM_POISON_B, at);
+    }
+}
+
+void kv_check_memory_run(const kv_check_ctx *ctx) {
+    const kv_case *c = ctx->c;
+    kv_check_result r;
+    kv_check_result_begin(&r, ctx, "memory", NULL);
+    if (c->device.type != KV_DEVICE_CPU) {
+        kv_check_result_set(&r, KV_RESULT_SKIP, "the guarded allocator covers cpu memory only");
+        kv_check_push(ctx, &r);
+        return;
+    }
+    const kv_tol_entry *e = kv_tol_lookup(c->op, r.dtype, c);
+    const bool unspecified = e != NULL && e->uninitialized;
+    const int64_t live0 = kv_allocator_stats_of(KV_DEVICE_CPU).live_count;
+    mem_run runs[2];
+    memset(runs, 0, sizeof runs);
+    kv_guard_begin(MEM_POISON_A);
+    bool ran = mem_one_run(ctx, MEM_POISON_A, &runs[0], &r);
+    if (ran && r.status != KV_RESULT_ERROR) ran = mem_one_run(ctx, MEM_POISON_B, &runs[1], &r);
+    if (ran && r.status != KV_RESULT_ERROR && runs[0].status == KV_OK && runs[1].status == KV_OK && !unspecified)
+        mem_compare_runs(&runs[0], &runs[1], &r);
+    char msg[256];
+    const int damaged = kv_guard_free_damage(msg, (int)sizeof msg);
+    if (damaged > 0) mem_fail(&r, "%d block%s damaged %s", damaged, damaged == 1 ? "" : "s", msg);
+    const int64_t leaked = kv_guard_live_blocks(), leaked_bytes = kv_guard_live_bytes();
+    /* Leaked blocks are never freed, so verify them here. */
+    const int leaked_damaged = leaked > 0 ? kv_guard_check_all(msg, (int)sizeof msg) : 0;
+    if (leaked_damaged > 0) mem_fail(&r, "a leaked block is damaged: %s", msg);
+    kv_guard_end();
+    const int64_t live1 = kv_allocator_stats_of(KV_DEVICE_CPU).live_count;
+    if (leaked > 0 || live1 != live0)
+        mem_fail(&r, "storage leaked: %lld block%s (%lld bytes) still live after both runs released everything",
+                 (long long)(leaked > live1 - live0 ? leaked : live1 - live0), (leaked == 1) ? "" : "s",
+                 (long long)leaked_bytes);
+    if (r.status == KV_RESULT_PASS) {
+        int64_t n = 0;
+        for (int j = 0; j < runs[0].nout; j++)
+            n += runs[0].len[j] / (kv_dtype_size(runs[0].meta[j].dtype) ? kv_dtype_size(runs[0].meta[j].dtype) : 1);
+        r.compared = n;
+        kv_check_result_set(&r, KV_RESULT_PASS,
+                            "2 runs (poison 0x%02X, 0x%02X): redzones intact, %s, inputs unchanged, no leak", MEM_POISON_A,
+                            MEM_POISON_B,
+                            c->expect != KV_OK ? "the call failed as expected"
+                            : unspecified     ? "values unspecified (not checked for unwritten elements)"
+                                              : "every output element written");
+    }
+    mem_run_free(&runs[0]);
+    mem_run_free(&runs[1]);
+    kv_check_push(ctx, &r);
+}
