@@ -25,7 +25,5 @@ kv_status kv_backend_storage_upload(kv_storage *dst, const void *host_src, size_
 int kv_backend_probe(const char *path, kv_status (*load)(const char *path), char *why, size_t cap);
 /* In the probing child, tells the parent which stage the load is in. */
 void kv_backend_probe_stage(const char *stage);
-/* KV_BACKEND_PROBE_TIMEOUT, validated. */
-kv_status kv_backend_probe_timeout(double *out);
 
 #endif

@@ -186,6 +186,13 @@ typedef struct kv_backend_info {
  *   other                its register_kernels failed (its status).
  * Every attempt is recorded (kv_backend_at). Calls kv_init. */
 kv_status kv_backend_load(const char *path);
+/* Before loading for real, kv_backend_load runs the whole load in a forked
+ * child: a plugin that crashes, calls exit or hangs (longer than
+ * KV_BACKEND_PROBE_TIMEOUT seconds, default 30) in its constructors, entry
+ * point or registration is recorded as failed, naming what happened and
+ * where, and never touches the calling process. This reads and checks the
+ * variable (KV_ERR_INVALID_ARG naming it and the value). */
+kv_status kv_backend_probe_timeout(double *seconds);
 
 /* Attempts so far, in order (failures and unavailable ones included). */
 int kv_backend_count(void);

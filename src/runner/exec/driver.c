@@ -341,6 +341,7 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     kv_put_text(b, cap, &n, " fastpath-gates=%s redispatch-gate=%s kill-switch=%s accel-target=%s",
                 kv_fastpath_gates_name(o->fastpath_gates), kv_accel_gate_name(kv_accel_gate_get()),
                 kv_accel_redispatch_enabled() ? "off" : "on", kv_key_name(kv_accel_target()));
+    kv_driver_backends_meta(meta);
     meta->start_time = (int64_t)time(NULL);
     meta->ncases = nsel;
     if (o->shard_n > 0) {
@@ -477,6 +478,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         kv_check_fastpath_set_gates(o->fastpath_gates); /* the forked workers inherit it */
         st = kv_isolate_run(sel, nsel, &env, &cfg, &results);
     }
+    if (st == KV_OK) st = kv_driver_backend_rows(o, &results);
     if (st != KV_OK) {
         fprintf(err, "kvrun: %s\n", kv_last_error_message());
         rc = 1;
