@@ -51,7 +51,8 @@ typedef enum kv_tol_cond {
     KV_TOL_ALWAYS,
     KV_TOL_ALPHA_ONE,      /* the case's alpha is 1 (or absent) */
     KV_TOL_ALPHA_NOT_ONE,
-    KV_TOL_COMPLEX_INPUT   /* the case's first input is complex (abs: complex in, real out) */
+    KV_TOL_COMPLEX_INPUT,  /* the case's first input is complex (abs: complex in, real out) */
+    KV_TOL_SCALE_GRAD_BY_FREQ /* the case sets scale_grad_by_freq (embedding_dense_backward) */
 } kv_tol_cond;
 
 typedef struct kv_tol_entry {
