@@ -365,6 +365,7 @@ static void kv_print_regen(FILE *f, const kv_golden_store *s, const kv_golden_su
     kv_print_refs(f, "removed", sum->removed_list, sum->removed);
     fprintf(f, "exact goldens (correctly rounded, runner/golden/exact.h):\n");
     kv_exact_stats_print(f, kv_exact_run_stats());
+    if (kv_exact_verify_bits() > 0) kv_exact_verify_print(f);
 }
 
 /* Every selected case gets one ERROR row: the store could not be opened,

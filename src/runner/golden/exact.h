@@ -65,6 +65,14 @@ kv_status kv_exact_golden(const kv_case *c, const kv_op *op, kv_case_outputs *ou
  * the parent process only, never concurrently). */
 kv_exact_stats *kv_exact_run_stats(void);
 
+/* The recomputation check (exact_verify.c): KV_EXACT_VERIFY=BITS (0 or
+ * unset: off) makes every accepted element be evaluated again at BITS and
+ * measured against that truth. */
+mpfr_prec_t kv_exact_verify_bits(void);
+void kv_exact_verify_element(mpfr_srcptr truth, double g, kv_dtype dt);
+/* Prints the per-dtype counts; returns the number of violations. */
+int64_t kv_exact_verify_print(FILE *f);
+
 /* Writes one line per dtype with elements recomputed and changed. */
 void kv_exact_stats_print(FILE *f, const kv_exact_stats *s);
 

@@ -117,7 +117,15 @@ kv_status kv_exact_ziv(void *ctx, kv_exact_eval_fn fn, int n, kv_dtype dt, doubl
             if (have_prev && !same_value(prev[i], res[i], p >= 4096)) agree = false;
             prev[i] = res[i];
         }
-        if (agree) break;
+        if (agree) {
+            const mpfr_prec_t vb = kv_exact_verify_bits();
+            if (vb > 0) {
+                for (int i = 0; i < n; i++) mpfr_set_prec(v[i], vb);
+                if (fn(ctx, vb, v, n) == 0)
+                    for (int i = 0; i < n; i++) kv_exact_verify_element(v[i], res[i], dt);
+            }
+            break;
+        }
         have_prev = true;
         if (p >= ZIV_MAX) {
             st = kv_error(KV_ERR_INTERNAL, "exact golden: no agreement up to %d bits", ZIV_MAX);
