@@ -25,8 +25,8 @@
     "+-*/ because 53 >= 2*24+2 and 24 >= 2*11+2: bitwise"
 #define R_AXPY                                                                                    \
     "a + alpha*b rounds the product and then the sum in a float kernel (once with FMA) while the " \
-    "reference rounds once; with cancellation the ulp error is unbounded, so the bound is "       \
-    "gamma_2*(|a| + |alpha||b|) in the output dtype"
+    "golden is the exact value rounded once; with cancellation the ulp error is unbounded, so the " \
+    "bound is gamma_2*(|a| + |alpha||b|) in the output dtype"
 #define R_CPLX_MUL                                                                                \
     "a complex product is ac-bd + (ad+bc)i: two products and a sum per component in a float "     \
     "kernel, within 2u of |e| (Higham 3.6), 4u with FMA differences"

@@ -14,10 +14,13 @@
  * Integer and bool outputs are always bitwise: integer arithmetic wraps
  * identically in every implementation.
  *
- * The variants check uses kv_tol_rule_for; the golden check (reference vs
- * a golden made by the same reference) uses kv_tol_golden_rule, which is
- * bitwise except for ops that call libm, where libm results may differ by
- * one ulp across libc versions. A case's tol= overrides both. */
+ * Since issue 14 the golden is the correctly rounded truth (runner/golden/
+ * exact.h), so every rule bounds a kernel's error against the truth, and
+ * the reference kernel is held to the same rule as every other variant:
+ * the golden check and the variants check both use kv_tol_rule_for.
+ * kv_tol_golden_rule (bitwise, one ulp for libm ops) is what a store made
+ * by the reference itself would need; nothing in the runner uses it now.
+ * A case's tol= overrides both. */
 #ifndef KV_RUNNER_TOLERANCE_H
 #define KV_RUNNER_TOLERANCE_H
 
