@@ -17,6 +17,7 @@
 #include "runner/check/check_fastpath.h"
 #include "runner/case/filter.h"
 #include "runner/golden/golden.h"
+#include "runner/golden/exact.h"
 #include "runner/report/report.h"
 
 void kv_driver_options_init(kv_driver_options *o) {
@@ -363,6 +364,9 @@ static void kv_print_regen(FILE *f, const kv_golden_store *s, const kv_golden_su
     kv_print_refs(f, "added", sum->added_list, sum->added);
     kv_print_refs(f, "changed", sum->changed_list, sum->changed);
     kv_print_refs(f, "removed", sum->removed_list, sum->removed);
+    fprintf(f, "exact goldens (correctly rounded, runner/golden/exact.h):\n");
+    kv_exact_stats_print(f, kv_exact_run_stats());
+    if (kv_exact_verify_bits() > 0) kv_exact_verify_print(f);
 }
 
 /* Every selected case gets one ERROR row: the store could not be opened,
