@@ -29,6 +29,7 @@
 
 #include "kv/backend.h"
 #include "kv/tune.h"
+#include "runner/check/check_meta.h"
 #include "runner/check/check_util.h"
 #include "runner/check/compare.h"
 #include "runner/check/tolerance.h"
@@ -88,8 +89,8 @@ static kv_status variants_readable(kv_case_outputs *out) {
 }
 
 /* `variant` NULL: the backend's kernel as dispatched; else that variant. */
-static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, kv_tensor *const *expected,
-                             const char *note, kv_key key, const char *variant) {
+static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, const kv_meta_expect *meta,
+                             kv_tensor *const *expected, const char *note, kv_key key, const char *variant) {
     const kv_case *c = ctx->c;
     char check[64];
     if (variant) snprintf(check, sizeof check, "variants:%s/%s", kv_key_name(key), variant);
@@ -155,6 +156,10 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
     }
     kv_status st = kv_case_invoke(ctx->op, &in, via_call ? 0 : kv_keyset_of(key), &out);
     if (variant) kv_tune_pin(NULL, key, NULL);
+    /* Metadata first: materializing and copying to the host below make
+     * new tensors, which would hide strides, device and aliasing. */
+    char meta_msg[512] = "";
+    const bool meta_ok = st != KV_OK || kv_meta_check(meta, &in, &out, dev, meta_msg, (int)sizeof meta_msg);
     if (st == KV_OK) st = kv_check_box_bool(&out);
     if (st == KV_OK) st = kv_check_materialize(&out);
     if (st == KV_OK) st = variants_readable(&out);
@@ -174,7 +179,14 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
         int64_t compared = 0;
         bool ok = true;
         for (int i = 0; i < out.n && ok; i++) ok = variants_compare(ctx, ref, i, expected[i], out.t[i], &r, &compared);
-        if (ok) kv_check_result_set(&r, KV_RESULT_PASS, "%lld elements agree", (long long)compared);
+        if (ok && !meta_ok) {
+            ok = false;
+            kv_check_result_set(&r, KV_RESULT_FAIL, "%s on %s%s%s: right values, wrong metadata: %s", c->op,
+                                kv_key_name(key), variant ? "/" : "", variant ? variant : "", meta_msg);
+        } else if (!ok && !meta_ok) {
+            kv_check_result_append(&r, "; also %s", meta_msg);
+        }
+        if (ok) kv_check_result_set(&r, KV_RESULT_PASS, "%lld elements agree, metadata as the reference's", (long long)compared);
         r.compared = compared > r.compared ? compared : r.compared;
     }
     if (note[0]) kv_check_result_append(&r, "; %s", note);
@@ -184,15 +196,15 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
 }
 
 /* The backend's row, then one per perf_dispatch variant of its kernel. */
-static void variants_all(const kv_check_ctx *ctx, const kv_check_ref *ref, kv_tensor *const *expected,
-                         const char *note, kv_key key) {
-    variants_backend(ctx, ref, expected, note, key, NULL);
+static void variants_all(const kv_check_ctx *ctx, const kv_check_ref *ref, const kv_meta_expect *meta,
+                         kv_tensor *const *expected, const char *note, kv_key key) {
+    variants_backend(ctx, ref, meta, expected, note, key, NULL);
     if (!kv_key_is_backend(key) || !kv_tune_is_dispatching(ctx->op, key)) return;
     /* A device=accel case reaches its kernels through the boxing layer;
      * variants are swept by the case on the target's own device. */
     if (ctx->c->device.type != (kv_device_type)key && ctx->c->device.type != KV_DEVICE_CPU) return;
     for (int i = 0; i < kv_tune_variant_count(ctx->op, key); i++)
-        variants_backend(ctx, ref, expected, note, key, kv_tune_variant_name(ctx->op, key, i));
+        variants_backend(ctx, ref, meta, expected, note, key, kv_tune_variant_name(ctx->op, key, i));
 }
 
 /* Whether any op has a Dense kernel on `key`: devices that only box onto
@@ -229,6 +241,8 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
         return;
     }
     kv_tensor *expected[KV_CASE_MAX_OUTPUTS] = { NULL };
+    kv_meta_expect meta;
+    kv_meta_expect_run(ctx, &meta);
     char note[512];
     if (kv_check_golden_expected(ctx, &ref, expected, note, (int)sizeof note) != KV_OK) {
         kv_check_result_set(&r, KV_RESULT_ERROR, "%s", kv_last_error_message());
@@ -240,7 +254,7 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
             /* Accel boxes onto its target: the device=accel twin of every
              * case (cases/accel.case) runs it through the full dispatcher. */
             if (k == KV_KEY_ACCEL) continue;
-            variants_all(ctx, &ref, expected, note, (kv_key)k);
+            variants_all(ctx, &ref, &meta, expected, note, (kv_key)k);
         }
         /* A plugin that loaded but cannot run here (CUDA without a GPU):
          * one UNSUPPORTED row with its reason, never a failure. */
@@ -249,10 +263,10 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
             if (b->state != KV_BACKEND_UNAVAILABLE || (int)b->device_type >= KV_BACKEND_KEY_COUNT ||
                 kv_backend_find(b->device_type) != b || kv_allocator_for(b->device_type) != NULL)
                 continue;
-            variants_backend(ctx, &ref, expected, note, (kv_key)b->device_type, NULL);
+            variants_backend(ctx, &ref, &meta, expected, note, (kv_key)b->device_type, NULL);
         }
     } else {
-        variants_all(ctx, &ref, expected, note, kv_device_key(c->device));
+        variants_all(ctx, &ref, &meta, expected, note, kv_device_key(c->device));
     }
     for (int i = 0; i < KV_CASE_MAX_OUTPUTS; i++) kv_tensor_release(expected[i]);
     kv_check_ref_free(&ref);

@@ -1,0 +1,126 @@
+/* Faults in a backend plugin's kernels are caught and attributed
+ * (README "Faults in backend kernels"). tests/plugins/faulty.c misbehaves
+ * one way at a time (KV_TEST_FAULT); each test runs build/kvrun against it
+ * on a small add.Tensor slice and asserts, from results.jsonl, the status,
+ * the check, the backend it is attributed to, the message, and kvrun's
+ * exit code. Tests run from the repository root. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#define FAULTY "build/tests/faulty/libfaulty.so"
+#define REPORTS "build/tests/faulty-report"
+
+/* One kvrun over the faulty plugin; its exit code, its console output in
+ * `console` and its rows in *rows (a JSON array, to json_decref). */
+static int run_fault(const char *fault, const char *args, char *console, size_t cap, json_t **rows) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "rm -rf " REPORTS " && KV_TEST_FAULT=%s build/kvrun --backend=" FAULTY " %s --report-dir=" REPORTS
+             " >" REPORTS ".txt 2>&1",
+             fault, args);
+    const int rc = system(cmd);
+    FILE *f = fopen(REPORTS ".txt", "r");
+    const size_t n = f ? fread(console, 1, cap - 1, f) : 0;
+    console[n] = '\0';
+    if (f) fclose(f);
+    *rows = json_array();
+    f = fopen(REPORTS "/results.jsonl", "r");
+    if (f != NULL) {
+        char line[1 << 16];
+        while (fgets(line, sizeof line, f)) {
+            json_t *row = json_loads(line, 0, NULL);
+            if (row == NULL) fail_msg("results.jsonl: unparseable line: %s", line);
+            json_array_append_new(*rows, row);
+        }
+        fclose(f);
+    }
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static const char *str_of(const json_t *row, const char *key) {
+    const char *s = json_string_value(json_object_get(row, key));
+    return s ? s : "";
+}
+
+/* The only row that is not PASS/SKIP/UNSUPPORTED; fails the test unless
+ * there is exactly one. */
+static const json_t *the_problem(const json_t *rows, const char *console) {
+    const json_t *found = NULL;
+    int n = 0;
+    size_t i;
+    const json_t *row;
+    json_array_foreach(rows, i, row) {
+        const char *st = str_of(row, "status");
+        if (strcmp(st, "PASS") && strcmp(st, "SKIP") && strcmp(st, "UNSUPPORTED")) {
+            found = row;
+            n++;
+        }
+    }
+    if (n != 1) fail_msg("expected exactly one problem row, got %d:\n%s", n, console);
+    return found;
+}
+
+static void assert_contains(const char *text, const char *needle) {
+    if (strstr(text, needle) == NULL) fail_msg("expected \"%s\" in \"%s\"", needle, text);
+}
+
+/* A problem row on the plugin's backend (not cpu) with this status, a
+ * check starting with `check` and a message holding every `needles`. */
+static void expect_problem(const char *fault, const char *args, const char *status, const char *check,
+                           const char *const *needles) {
+    static char console[1 << 16];
+    json_t *rows;
+    const int rc = run_fault(fault, args, console, sizeof console, &rows);
+    if (rc != 1) fail_msg("KV_TEST_FAULT=%s: kvrun exited %d, expected 1:\n%s", fault, rc, console);
+    const json_t *p = the_problem(rows, console);
+    if (strcmp(str_of(p, "status"), status) != 0)
+        fail_msg("KV_TEST_FAULT=%s: status %s, expected %s: %s", fault, str_of(p, "status"), status,
+                 str_of(p, "message"));
+    if (strncmp(str_of(p, "check"), check, strlen(check)) != 0)
+        fail_msg("KV_TEST_FAULT=%s: check %s, expected %s...", fault, str_of(p, "check"), check);
+    if (strcmp(str_of(p, "backend"), "cpu") == 0)
+        fail_msg("KV_TEST_FAULT=%s: attributed to cpu: %s", fault, str_of(p, "message"));
+    for (; *needles; needles++) assert_contains(str_of(p, "message"), *needles);
+    json_decref(rows);
+}
+
+#define SLICE "--op=add.Tensor --dtype=f32 --shape=4x5"
+
+static void test_correct_plugin_passes(void **state) {
+    (void)state;
+    static char console[1 << 16];
+    json_t *rows;
+    const int rc = run_fault("", SLICE " --check=variants,memory", console, sizeof console, &rows);
+    if (rc != 0) fail_msg("a correct plugin failed:\n%s", console);
+    json_decref(rows);
+}
+
+static void test_strides(void **state) {
+    (void)state;
+    const char *n[] = { "add.Tensor", "wrong metadata", "strides [1, 4]", "contiguous", NULL };
+    expect_problem("strides", SLICE " --check=variants", "FAIL", "variants:", n);
+}
+
+static void test_offset(void **state) {
+    (void)state;
+    const char *n[] = { "add.Tensor", "wrong metadata", "storage offset 1", NULL };
+    expect_problem("offset", SLICE " --check=variants", "FAIL", "variants:", n);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_correct_plugin_passes),
+        cmocka_unit_test(test_strides),
+        cmocka_unit_test(test_offset),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
