@@ -116,11 +116,40 @@ static void test_offset(void **state) {
     expect_problem("offset", SLICE " --check=variants", "FAIL", "variants:", n);
 }
 
+static void test_write_input(void **state) {
+    (void)state;
+    const char *n[] = { "add.Tensor on", "input 0 ('self') was modified by the call", NULL };
+    expect_problem("write_input", SLICE " --check=variants,memory", "FAIL", "memory:", n);
+}
+
+static void test_out_of_bounds_write(void **state) {
+    (void)state;
+    const char *n[] = { "add.Tensor on", "output 0: back redzone of a 80-byte", "written at byte 0 past its end", NULL };
+    expect_problem("oob", SLICE " --check=variants,memory", "FAIL", "memory:", n);
+}
+
+static void test_unwritten_element(void **state) {
+    (void)state;
+    const char *n[] = { "add.Tensor on", "1 element not written by the kernel", "first at [3, 4]", NULL };
+    expect_problem("unwritten", SLICE " --check=memory", "FAIL", "memory:", n);
+}
+
+static void test_device_leak(void **state) {
+    (void)state;
+    const char *n[] = { "add.Tensor on", "memory leaked: 2 blocks (8192 bytes) allocated through the backend's ABI",
+                        NULL };
+    expect_problem("leak", SLICE " --check=variants,memory", "FAIL", "memory:", n);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_correct_plugin_passes),
         cmocka_unit_test(test_strides),
         cmocka_unit_test(test_offset),
+        cmocka_unit_test(test_write_input),
+        cmocka_unit_test(test_out_of_bounds_write),
+        cmocka_unit_test(test_unwritten_element),
+        cmocka_unit_test(test_device_leak),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
