@@ -20,7 +20,8 @@
 #define REPORTS "build/tests/faulty-report"
 
 /* One kvrun over the faulty plugin; its exit code, its console output in
- * `console` and its rows in *rows (a JSON array, to json_decref). */
+ * `console` and its rows in *rows (a JSON array, to json_decref). `fault`
+ * may be followed by more VAR=value settings for kvrun's environment. */
 static int run_fault(const char *fault, const char *args, char *console, size_t cap, json_t **rows) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
@@ -73,12 +74,26 @@ static void assert_contains(const char *text, const char *needle) {
     if (strstr(text, needle) == NULL) fail_msg("expected \"%s\" in \"%s\"", needle, text);
 }
 
+/* The row of check `check` with backend `backend`, or NULL. */
+static const json_t *row_of(const json_t *rows, const char *check, const char *backend) {
+    size_t i;
+    const json_t *row;
+    json_array_foreach(rows, i, row) {
+        if (strcmp(str_of(row, "check"), check) == 0 && strcmp(str_of(row, "backend"), backend) == 0) return row;
+    }
+    return NULL;
+}
+
+static json_t *g_rows; /* the last expect_problem's rows, for more asserts */
+
 /* A problem row on the plugin's backend (not cpu) with this status, a
  * check starting with `check` and a message holding every `needles`. */
 static void expect_problem(const char *fault, const char *args, const char *status, const char *check,
                            const char *const *needles) {
     static char console[1 << 16];
     json_t *rows;
+    json_decref(g_rows);
+    g_rows = NULL;
     const int rc = run_fault(fault, args, console, sizeof console, &rows);
     if (rc != 1) fail_msg("KV_TEST_FAULT=%s: kvrun exited %d, expected 1:\n%s", fault, rc, console);
     const json_t *p = the_problem(rows, console);
@@ -90,7 +105,16 @@ static void expect_problem(const char *fault, const char *args, const char *stat
     if (strcmp(str_of(p, "backend"), "cpu") == 0)
         fail_msg("KV_TEST_FAULT=%s: attributed to cpu: %s", fault, str_of(p, "message"));
     for (; *needles; needles++) assert_contains(str_of(p, "message"), *needles);
-    json_decref(rows);
+    g_rows = rows;
+}
+
+/* After a crash in the plugin, the rerun without it kept the cpu rows. */
+static void expect_cpu_rows_survived(void) {
+    const json_t *v = row_of(g_rows, "variants:CPU", "cpu"), *m = row_of(g_rows, "memory", "cpu");
+    assert_non_null(v);
+    assert_non_null(m);
+    assert_string_equal(str_of(v, "status"), "PASS");
+    assert_string_equal(str_of(m, "status"), "PASS");
 }
 
 #define SLICE "--op=add.Tensor --dtype=f32 --shape=4x5"
@@ -141,6 +165,67 @@ static void test_device_leak(void **state) {
     expect_problem("leak", SLICE " --check=variants,memory", "FAIL", "memory:", n);
 }
 
+static void test_crash_is_attributed(void **state) {
+    (void)state;
+    const char *n[] = { "worker killed by SIGSEGV", "in the add.Tensor kernel of Plugin0",
+                        "the case was run again without Plugin0", NULL };
+    expect_problem("crash", SLICE " --check=variants,memory", "CRASH", "case", n);
+    expect_cpu_rows_survived();
+}
+
+static void test_hang_is_attributed(void **state) {
+    (void)state;
+    const char *n[] = { "timed out in the add.Tensor kernel of Plugin0", "the case was run again without Plugin0",
+                        NULL };
+    expect_problem("hang", SLICE " --check=variants,memory --timeout=2", "TIMEOUT", "case", n);
+    expect_cpu_rows_survived();
+}
+
+static void test_crash_inside_another_op(void **state) {
+    (void)state;
+    /* div's backward calls mul: the crash is mul's, on the plugin, under
+     * the grad check of a div case on the plugin's device. */
+    const char *n[] = { "worker killed by SIGSEGV", "in the mul.Tensor kernel of Plugin0, check grad", NULL };
+    expect_problem("crash KV_TEST_FAULT_OP=mul.Tensor",
+                   "--op=div.Tensor --dtype=f32 --shape=4x5 --mode=grad --device=plugin0", "CRASH", "case", n);
+}
+
+static void test_host_leak_hits_the_worker_cap(void **state) {
+    (void)state;
+    const char *n[] = { "worker out of memory (cap 128 MiB", "in the add.Tensor kernel of Plugin0", NULL };
+    expect_problem("hostleak KV_WORKER_MEM=128", SLICE " --check=variants,memory", "CRASH", "case", n);
+    expect_cpu_rows_survived();
+}
+
+static void test_host_leak_below_the_cap_is_reported(void **state) {
+    (void)state;
+    const char *n[] = { "past half its cap (256 MiB, KV_WORKER_MEM)", "The worker is replaced", NULL };
+    static char console[1 << 16];
+    json_t *rows;
+    const int rc = run_fault("hostleak KV_WORKER_MEM=256", SLICE " --check=variants,memory", console, sizeof console,
+                             &rows);
+    assert_int_equal(rc, 1);
+    const json_t *p = the_problem(rows, console);
+    assert_string_equal(str_of(p, "status"), "ERROR");
+    for (const char *const *s = n; *s; s++) assert_contains(str_of(p, "message"), *s);
+    json_decref(rows);
+}
+
+static void test_plugin_output_is_captured(void **state) {
+    (void)state;
+    static char console[1 << 16];
+    json_t *rows;
+    const int rc = run_fault("noise", SLICE " --check=variants", console, sizeof console, &rows);
+    assert_int_equal(rc, 0);
+    /* Not on kvrun's console: in the case's rows. */
+    assert_null(strstr(console, "vendor debug line"));
+    const json_t *v = row_of(rows, "variants:CPU", "cpu");
+    assert_non_null(v);
+    assert_contains(str_of(v, "output"), "faulty: a vendor debug line on stdout");
+    assert_contains(str_of(v, "output"), "faulty: a vendor warning on stderr");
+    json_decref(rows);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_correct_plugin_passes),
@@ -150,6 +235,14 @@ int main(void) {
         cmocka_unit_test(test_out_of_bounds_write),
         cmocka_unit_test(test_unwritten_element),
         cmocka_unit_test(test_device_leak),
+        cmocka_unit_test(test_crash_is_attributed),
+        cmocka_unit_test(test_hang_is_attributed),
+        cmocka_unit_test(test_crash_inside_another_op),
+        cmocka_unit_test(test_host_leak_hits_the_worker_cap),
+        cmocka_unit_test(test_host_leak_below_the_cap_is_reported),
+        cmocka_unit_test(test_plugin_output_is_captured),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    json_decref(g_rows);
+    return failed;
 }

@@ -19,7 +19,8 @@
  *   oob          writes one element past the end of its output
  *   unwritten    leaves the last output element unwritten
  *   leak         allocates a device tensor per call and never frees it
- *   hostleak     mallocs and touches 64 MiB of host memory per call, never freed
+ *   hostleak     mallocs and touches 64 MiB of host memory per call, never
+ *                freed; aborts when malloc fails
  *   crash        dereferences NULL (SIGSEGV)
  *   hang         never returns
  *   nondet       every other call is one ulp off in element 0
@@ -125,7 +126,8 @@ static void fault_enter(const char *f) {
     if (strcmp(f, "hostleak") == 0) {
         const size_t n = (size_t)64 << 20;
         char *p = malloc(n);
-        if (p != NULL) memset(p, 1, n); /* leaked on purpose */
+        if (p == NULL) abort(); /* what a vendor library's xmalloc does */
+        memset(p, 1, n);        /* leaked on purpose */
     }
     if (strcmp(f, "leak") == 0) {
         const int64_t sz[1] = { 1024 };

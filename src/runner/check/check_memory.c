@@ -36,6 +36,7 @@
 #include "kv/backend.h"
 #include "runner/check/check_util.h"
 #include "runner/exec/guard_alloc.h"
+#include "runner/exec/inflight.h"
 #include "runner/check/tolerance.h"
 
 #define MEM_POISON_A 0x00
@@ -229,6 +230,7 @@ static void mem_row(const kv_check_ctx *ctx, const mem_target *tg, const char *c
     kv_check_result r;
     const kv_device_type dt = tg->dev.type;
     kv_check_result_begin(&r, ctx, check, kv_device_type_name(dt));
+    kv_inflight_set_check(check);
     const kv_tol_entry *e = kv_tol_lookup(c->op, r.dtype, c);
     const bool unspecified = e != NULL && e->uninitialized;
     const int64_t live0 = kv_allocator_stats_of(KV_DEVICE_CPU).live_count;
@@ -311,6 +313,7 @@ void kv_check_memory_run(const kv_check_ctx *ctx) {
     for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
         if (k == KV_KEY_CPU || k == KV_KEY_ACCEL || kv_allocator_for((kv_device_type)k) == NULL) continue;
         if (!mem_is_kernel_backend((kv_key)k) || kv_op_entry_kind(ctx->op, (kv_key)k) != KV_ENTRY_KERNEL) continue;
+        if (kv_inflight_excluded() & kv_keyset_of((kv_key)k)) continue; /* it crashed this case: the rerun */
         mem_target tg = { { (kv_device_type)k, 0 }, kv_keyset_of((kv_key)k), "" };
         snprintf(tg.who, sizeof tg.who, "%s on %s: ", c->op, kv_key_name((kv_key)k));
         char check[48];

@@ -33,6 +33,7 @@
 #include "runner/check/check_util.h"
 #include "runner/check/compare.h"
 #include "runner/check/tolerance.h"
+#include "runner/exec/inflight.h"
 
 static const char *variants_entry_name(kv_entry_kind k) {
     switch (k) {
@@ -98,6 +99,7 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, c
     kv_check_result r;
     const kv_device_type dt = (kv_device_type)key;
     kv_check_result_begin(&r, ctx, check, kv_device_type_name(dt));
+    kv_inflight_set_check(check);
     const kv_entry_kind kind = kv_op_entry_kind(ctx->op, key);
     if (kv_allocator_for(dt) == NULL) {
         const kv_backend_info *b = kv_backend_find(dt);
@@ -147,6 +149,7 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, c
             kv_check_push(ctx, &r);
             return;
         }
+        kv_inflight_set_variant(variant);
         if (kv_tune_pin(ctx->op, key, variant) != KV_OK) {
             kv_check_result_set(&r, KV_RESULT_ERROR, "%s", kv_last_error_message());
             kv_case_inputs_free(&in);
@@ -156,6 +159,7 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, c
     }
     kv_status st = kv_case_invoke(ctx->op, &in, via_call ? 0 : kv_keyset_of(key), &out);
     if (variant) kv_tune_pin(NULL, key, NULL);
+    kv_inflight_set_variant("");
     /* Metadata first: materializing and copying to the host below make
      * new tensors, which would hide strides, device and aliasing. */
     char meta_msg[512] = "";
@@ -254,6 +258,9 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
             /* Accel boxes onto its target: the device=accel twin of every
              * case (cases/accel.case) runs it through the full dispatcher. */
             if (k == KV_KEY_ACCEL) continue;
+            /* A backend whose kernel crashed or hung this case already has
+             * its row (runner/exec/inflight.h); this is the rerun. */
+            if (kv_inflight_excluded() & kv_keyset_of((kv_key)k)) continue;
             variants_all(ctx, &ref, &meta, expected, note, (kv_key)k);
         }
         /* A plugin that loaded but cannot run here (CUDA without a GPU):

@@ -53,6 +53,11 @@ void kv_report_put_problem(FILE *out, const kv_check_result *r) {
     }
     if (r->mismatched > nm && nm > 0)
         fprintf(out, INDENT "... and %lld more\n", (long long)(r->mismatched - nm));
+    if (r->output[0]) {
+        fputs(INDENT "output: ", out);
+        put_text(out, r->output);
+        fputc('\n', out);
+    }
     if (r->repro[0]) {
         fputs(INDENT "repro: ", out);
         put_text(out, r->repro);
