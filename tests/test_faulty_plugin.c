@@ -202,7 +202,7 @@ static void test_host_leak_below_the_cap_is_reported(void **state) {
     const char *n[] = { "past half its cap (256 MiB, KV_WORKER_MEM)", "The worker is replaced", NULL };
     static char console[1 << 16];
     json_t *rows;
-    const int rc = run_fault("hostleak KV_WORKER_MEM=256", SLICE " --check=variants,memory", console, sizeof console,
+    const int rc = run_fault("hostleak KV_WORKER_MEM=256", SLICE " --check=memory", console, sizeof console,
                              &rows);
     assert_int_equal(rc, 1);
     const json_t *p = the_problem(rows, console);
@@ -226,6 +226,19 @@ static void test_plugin_output_is_captured(void **state) {
     json_decref(rows);
 }
 
+static void test_nondeterminism(void **state) {
+    (void)state;
+    const char *v[] = { "add.Tensor on", "is nondeterministic: two identical calls gave different results", NULL };
+    expect_problem("nondet", SLICE " --check=variants", "FAIL", "variants:", v);
+    /* Not "elements not written": the memory check tells the two apart. */
+    const char *m[] = { "nondeterministic: two identical calls", NULL };
+    expect_problem("nondet", SLICE " --check=memory", "FAIL", "memory:", m);
+    /* As the accel target (the plugin in SIM's slot): not a fast-path bug. */
+    const char *f[] = { "add.Tensor is nondeterministic on the accel target", "ON vs OFF cannot be judged", NULL };
+    expect_problem("nondet KV_TEST_FAULT_SLOT=sim", SLICE " --device=accel --check=fastpath --gate=exact", "FAIL",
+                   "fastpath:exact", f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_correct_plugin_passes),
@@ -241,6 +254,7 @@ int main(void) {
         cmocka_unit_test(test_host_leak_hits_the_worker_cap),
         cmocka_unit_test(test_host_leak_below_the_cap_is_reported),
         cmocka_unit_test(test_plugin_output_is_captured),
+        cmocka_unit_test(test_nondeterminism),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     json_decref(g_rows);

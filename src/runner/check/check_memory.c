@@ -192,7 +192,17 @@ static bool mem_one_run(const kv_check_ctx *ctx, const mem_target *tg, uint8_t p
 }
 
 /* Elements that differ between the two runs: unwritten by the kernel. */
-static void mem_compare_runs(const mem_target *tg, const mem_run *a, const mem_run *b, kv_check_result *r) {
+/* Whether two runs' outputs differ anywhere. */
+static bool mem_runs_differ(const mem_run *a, const mem_run *b) {
+    if (a->nout != b->nout) return true;
+    for (int j = 0; j < a->nout; j++)
+        if (a->len[j] != b->len[j] || (a->len[j] > 0 && memcmp(a->bytes[j], b->bytes[j], a->len[j]) != 0)) return true;
+    return false;
+}
+
+/* `nondet`: a and b ran with the same poison, so a difference is the
+ * kernel's nondeterminism, not unwritten elements. */
+static void mem_compare_runs(const mem_target *tg, const mem_run *a, const mem_run *b, bool nondet, kv_check_result *r) {
     if (a->nout != b->nout) {
         mem_fail(r, "%sthe two runs returned %d and %d outputs", tg->who, a->nout, b->nout);
         return;
@@ -219,8 +229,16 @@ static void mem_compare_runs(const mem_target *tg, const mem_run *a, const mem_r
         }
         char at[KV_MAX_DIMS * 24];
         kv_shape_format(idx, t->ndim, at, (int)sizeof at);
-        mem_fail(r, "%soutput %d: %lld element%s not written by the kernel (they differ between poison 0x%02X and 0x%02X), first at %s",
-                 tg->who, j, (long long)count, count == 1 ? "" : "s", MEM_POISON_A, MEM_POISON_B, at);
+        if (nondet)
+            mem_fail(r,
+                     "%snondeterministic: two identical calls (poison 0x%02X both times) gave different results in "
+                     "%lld element%s of output %d, first at %s",
+                     tg->who, MEM_POISON_B, (long long)count, count == 1 ? "" : "s", j, at);
+        else
+            mem_fail(r,
+                     "%soutput %d: %lld element%s not written by the kernel (they differ between poison 0x%02X and "
+                     "0x%02X), first at %s",
+                     tg->who, j, (long long)count, count == 1 ? "" : "s", MEM_POISON_A, MEM_POISON_B, at);
     }
 }
 
@@ -248,8 +266,19 @@ static void mem_row(const kv_check_ctx *ctx, const mem_target *tg, const char *c
     bool ran = mem_one_run(ctx, tg, MEM_POISON_A, &runs[0], &r);
     const bool go_on = r.status != KV_RESULT_ERROR && r.status != KV_RESULT_UNSUPPORTED;
     if (ran && go_on) ran = mem_one_run(ctx, tg, MEM_POISON_B, &runs[1], &r);
-    if (ran && go_on && runs[0].status == KV_OK && runs[1].status == KV_OK && !unspecified)
-        mem_compare_runs(tg, &runs[0], &runs[1], &r);
+    if (ran && go_on && runs[0].status == KV_OK && runs[1].status == KV_OK && !unspecified &&
+        mem_runs_differ(&runs[0], &runs[1])) {
+        /* Unwritten elements follow the poison; a nondeterministic kernel
+         * differs even under the same poison: a third run tells which. */
+        mem_run again;
+        memset(&again, 0, sizeof again);
+        if (mem_one_run(ctx, tg, MEM_POISON_B, &again, &r) && again.status == KV_OK &&
+            mem_runs_differ(&runs[1], &again))
+            mem_compare_runs(tg, &runs[1], &again, true, &r);
+        else
+            mem_compare_runs(tg, &runs[0], &runs[1], false, &r);
+        mem_run_free(&again);
+    }
     char msg[256];
     const int damaged = kv_guard_free_damage(msg, (int)sizeof msg);
     if (damaged > 0) mem_fail(&r, "%s%d block%s damaged %s", tg->who, damaged, damaged == 1 ? "" : "s", msg);

@@ -77,6 +77,34 @@ static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, i
     return false;
 }
 
+/* Whether two calls' outputs (host-readable) are the same bit for bit;
+ * false with what differs in msg. Unspecified values (empty) are not
+ * compared. */
+static bool variants_same(const kv_check_ctx *ctx, const kv_case_outputs *a, const kv_case_outputs *b, char *msg,
+                          int cap) {
+    if (a->n != b->n || a->is_bool != b->is_bool || a->b != b->b) {
+        snprintf(msg, (size_t)cap, "the calls returned %d and %d outputs", a->n, b->n);
+        return false;
+    }
+    const kv_cmp_rule exact = { KV_CMP_BITWISE, 0, false, true };
+    for (int i = 0; i < a->n; i++) {
+        const kv_tol_entry *e = kv_tol_lookup(ctx->c->op, a->t[i]->dtype, ctx->c);
+        if (e != NULL && e->uninitialized) continue;
+        kv_cmp_report rep;
+        if (kv_compare(a->t[i], b->t[i], &exact, NULL, &rep) != KV_OK) {
+            snprintf(msg, (size_t)cap, "output %d: %s", i, kv_last_error_message());
+            return false;
+        }
+        if (rep.mismatched > 0) {
+            char what[32];
+            snprintf(what, sizeof what, "output %d", i);
+            kv_cmp_report_format(&rep, what, msg, cap);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Device outputs come back to the host through the backend's copies
  * (kv/backend.h): the runner never reads device memory itself. */
 static kv_status variants_readable(kv_case_outputs *out) {
@@ -158,6 +186,24 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, c
         }
     }
     kv_status st = kv_case_invoke(ctx->op, &in, via_call ? 0 : kv_keyset_of(key), &out);
+    /* The same call again on fresh inputs (a kernel that wrote into its
+     * input must not look nondeterministic): a kernel whose two identical
+     * calls disagree is nondeterministic, which no tolerance covers and
+     * which other checks would misreport (unwritten elements, fast path
+     * ON vs OFF). */
+    kv_case_inputs in2;
+    kv_case_outputs out2;
+    memset(&out2, 0, sizeof out2);
+    bool have2 = st == KV_OK && kv_case_inputs_make(c, ctx->op, dev, false, &in2) == KV_OK;
+    if (have2) {
+        have2 = kv_case_invoke(ctx->op, &in2, via_call ? 0 : kv_keyset_of(key), &out2) == KV_OK;
+        if (have2 && (kv_check_box_bool(&out2) != KV_OK || kv_check_materialize(&out2) != KV_OK ||
+                      variants_readable(&out2) != KV_OK)) {
+            kv_case_outputs_free(&out2);
+            have2 = false;
+        }
+        kv_case_inputs_free(&in2);
+    }
     if (variant) kv_tune_pin(NULL, key, NULL);
     kv_inflight_set_variant("");
     /* Metadata first: materializing and copying to the host below make
@@ -167,6 +213,7 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, c
     if (st == KV_OK) st = kv_check_box_bool(&out);
     if (st == KV_OK) st = kv_check_materialize(&out);
     if (st == KV_OK) st = variants_readable(&out);
+    char nd[KV_RESULT_MESSAGE_MAX / 2];
     if (st == KV_ERR_MISSING_KERNEL && via_call) {
         kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "%s on %s: %s", c->op, kv_device_type_name(dt),
                             kv_last_error_message());
@@ -179,6 +226,10 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, c
     } else if (out.n != ref->out.n) {
         kv_check_result_set(&r, KV_RESULT_FAIL, "the %s kernel returned %d output%s, the reference %d", kv_key_name(key),
                             out.n, out.n == 1 ? "" : "s", ref->out.n);
+    } else if (have2 && !variants_same(ctx, &out, &out2, nd, (int)sizeof nd)) {
+        kv_check_result_set(&r, KV_RESULT_FAIL,
+                            "%s on %s%s%s is nondeterministic: two identical calls gave different results: %s", c->op,
+                            kv_key_name(key), variant ? "/" : "", variant ? variant : "", nd);
     } else {
         int64_t compared = 0;
         bool ok = true;
@@ -195,6 +246,7 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, c
     }
     if (note[0]) kv_check_result_append(&r, "; %s", note);
     kv_case_outputs_free(&out);
+    kv_case_outputs_free(&out2);
     kv_case_inputs_free(&in);
     kv_check_push(ctx, &r);
 }
