@@ -239,6 +239,26 @@ static void test_nondeterminism(void **state) {
                    "fastpath:exact", f);
 }
 
+static void test_lazy_tolerance_per_backend(void **state) {
+    (void)state;
+    static char console[1 << 16];
+    json_t *rows;
+    /* exp one ulp off on the accel target: within its table row (2 ulp),
+     * so variants and lazy agree that it passes. */
+    const int rc = run_fault("ulp KV_TEST_FAULT_OP=exp KV_TEST_FAULT_SLOT=sim",
+                             "--op=exp --dtype=f32 --shape=4x5 --device=accel --lazy=neg --mode=none,trace "
+                             "--check=variants,lazy",
+                             console, sizeof console, &rows);
+    if (rc != 0) fail_msg("exp 1 ulp off failed a check:\n%s", console);
+    const json_t *l = row_of(rows, "lazy", "accel");
+    assert_non_null(l);
+    assert_contains(str_of(l, "message"), "within the op's tolerance");
+    json_decref(rows);
+    /* add one ulp off: its row says bitwise, so lazy fails as variants. */
+    const char *n[] = { "differs from the expected values (bitwise", NULL };
+    expect_problem("ulp KV_TEST_FAULT_SLOT=sim", SLICE " --device=accel --lazy=neg --check=lazy", "FAIL", "lazy", n);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_correct_plugin_passes),
@@ -255,6 +275,7 @@ int main(void) {
         cmocka_unit_test(test_host_leak_below_the_cap_is_reported),
         cmocka_unit_test(test_plugin_output_is_captured),
         cmocka_unit_test(test_nondeterminism),
+        cmocka_unit_test(test_lazy_tolerance_per_backend),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     json_decref(g_rows);
