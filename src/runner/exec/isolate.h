@@ -66,7 +66,8 @@ typedef struct kv_isolate_config {
     /* Address-space cap of each worker in MiB (setrlimit RLIMIT_AS), so a
      * leaking kernel fails its own case instead of eating the machine.
      * 0: KV_WORKER_MEM from the environment, else KV_ISOLATE_DEFAULT_MEM_MIB;
-     * negative: no cap. */
+     * negative: no cap. Sanitizer builds (ASan, TSan) never cap: their
+     * shadow memory alone is terabytes of address space. */
     int worker_mem_mib;
 } kv_isolate_config;
 
