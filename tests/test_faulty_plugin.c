@@ -3,7 +3,9 @@
  * one way at a time (KV_TEST_FAULT); each test runs build/kvrun against it
  * on a small add.Tensor slice and asserts, from results.jsonl, the status,
  * the check, the backend it is attributed to, the message, and kvrun's
- * exit code. Tests run from the repository root. */
+ * exit code. Tests run from the repository root. The runner is
+ * build/kvrun, or $KVRUN, so the instrumented builds (tests/configs.sh)
+ * test their own; the plugin is the one built next to it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,20 +16,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 #include <sys/wait.h>
 
-#define FAULTY "build/tests/faulty/libfaulty.so"
 #define REPORTS "build/tests/faulty-report"
+
+static const char *kvrun(void) {
+    const char *p = getenv("KVRUN");
+    return p && p[0] ? p : "build/kvrun";
+}
+
+/* tests/faulty/libfaulty.so in the folder of the runner. */
+static const char *faulty(void) {
+    static char path[1024];
+    const char *k = kvrun(), *slash = strrchr(k, '/');
+    snprintf(path, sizeof path, "%.*s/tests/faulty/libfaulty.so", slash ? (int)(slash - k) : 1, slash ? k : ".");
+    return path;
+}
 
 /* One kvrun over the faulty plugin; its exit code, its console output in
  * `console` and its rows in *rows (a JSON array, to json_decref). `fault`
  * may be followed by more VAR=value settings for kvrun's environment. */
 static int run_fault(const char *fault, const char *args, char *console, size_t cap, json_t **rows) {
-    char cmd[2048];
+    char cmd[4096];
     snprintf(cmd, sizeof cmd,
-             "rm -rf " REPORTS " && KV_TEST_FAULT=%s build/kvrun --backend=" FAULTY " %s --report-dir=" REPORTS
-             " >" REPORTS ".txt 2>&1",
-             fault, args);
+             "rm -rf " REPORTS " && KV_TEST_FAULT=%s %s --backend=%s %s --report-dir=" REPORTS " >" REPORTS ".txt 2>&1",
+             fault, kvrun(), faulty(), args);
     const int rc = system(cmd);
     FILE *f = fopen(REPORTS ".txt", "r");
     const size_t n = f ? fread(console, 1, cap - 1, f) : 0;
@@ -190,8 +204,19 @@ static void test_crash_inside_another_op(void **state) {
                    "--op=div.Tensor --dtype=f32 --shape=4x5 --mode=grad --device=plugin0", "CRASH", "case", n);
 }
 
+/* Sanitizer builds run their workers uncapped (isolate.h): nothing to
+ * test there. */
+static bool workers_capped(void) {
+    static char console[1 << 16];
+    json_t *rows;
+    run_fault("", SLICE " --check=golden", console, sizeof console, &rows);
+    json_decref(rows);
+    return strstr(console, "worker-mem=none") == NULL;
+}
+
 static void test_host_leak_hits_the_worker_cap(void **state) {
     (void)state;
+    if (!workers_capped()) skip();
     const char *n[] = { "worker out of memory (cap 128 MiB", "in the add.Tensor kernel of Plugin0", NULL };
     expect_problem("hostleak KV_WORKER_MEM=128", SLICE " --check=variants,memory", "CRASH", "case", n);
     expect_cpu_rows_survived();
@@ -199,6 +224,7 @@ static void test_host_leak_hits_the_worker_cap(void **state) {
 
 static void test_host_leak_below_the_cap_is_reported(void **state) {
     (void)state;
+    if (!workers_capped()) skip();
     const char *n[] = { "past half its cap (256 MiB, KV_WORKER_MEM)", "The worker is replaced", NULL };
     static char console[1 << 16];
     json_t *rows;
@@ -259,6 +285,16 @@ static void test_lazy_tolerance_per_backend(void **state) {
     expect_problem("ulp KV_TEST_FAULT_SLOT=sim", SLICE " --device=accel --lazy=neg --check=lazy", "FAIL", "lazy", n);
 }
 
+static void test_bad_worker_mem_is_a_usage_error(void **state) {
+    (void)state;
+    static char console[1 << 16];
+    json_t *rows;
+    const int rc = run_fault("\"\" KV_WORKER_MEM=lots", SLICE, console, sizeof console, &rows);
+    json_decref(rows);
+    assert_int_equal(rc, 2);
+    assert_contains(console, "KV_WORKER_MEM=lots: must be a worker memory cap in MiB");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_correct_plugin_passes),
@@ -276,6 +312,7 @@ int main(void) {
         cmocka_unit_test(test_plugin_output_is_captured),
         cmocka_unit_test(test_nondeterminism),
         cmocka_unit_test(test_lazy_tolerance_per_backend),
+        cmocka_unit_test(test_bad_worker_mem_is_a_usage_error),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     json_decref(g_rows);
