@@ -107,8 +107,8 @@ static void expect_problem(const char *fault, const char *args, const char *stat
     static char console[1 << 16];
     json_t *rows;
     json_decref(g_rows);
-    g_rows = NULL;
     const int rc = run_fault(fault, args, console, sizeof console, &rows);
+    g_rows = rows; /* freed by the next call or at the end, also after a failure */
     if (rc != 1) fail_msg("KV_TEST_FAULT=%s: kvrun exited %d, expected 1:\n%s", fault, rc, console);
     const json_t *p = the_problem(rows, console);
     if (strcmp(str_of(p, "status"), status) != 0)
@@ -119,7 +119,6 @@ static void expect_problem(const char *fault, const char *args, const char *stat
     if (strcmp(str_of(p, "backend"), "cpu") == 0)
         fail_msg("KV_TEST_FAULT=%s: attributed to cpu: %s", fault, str_of(p, "message"));
     for (; *needles; needles++) assert_contains(str_of(p, "message"), *needles);
-    g_rows = rows;
 }
 
 /* After a crash in the plugin, the rerun without it kept the cpu rows. */
@@ -132,6 +131,17 @@ static void expect_cpu_rows_survived(void) {
 }
 
 #define SLICE "--op=add.Tensor --dtype=f32 --shape=4x5"
+
+/* Sanitizer builds run their workers uncapped (isolate.h): nothing to
+ * test there. Their runtime also reports a crash itself and exits 1, so
+ * a crash reads "exited with status 1" instead of the signal. */
+static bool workers_capped(void) {
+    static char console[1 << 16];
+    json_t *rows;
+    run_fault("", SLICE " --check=golden", console, sizeof console, &rows);
+    json_decref(rows);
+    return strstr(console, "worker-mem=none") == NULL;
+}
 
 static void test_correct_plugin_passes(void **state) {
     (void)state;
@@ -181,43 +191,36 @@ static void test_device_leak(void **state) {
 
 static void test_crash_is_attributed(void **state) {
     (void)state;
-    const char *n[] = { "worker killed by SIGSEGV", "in the add.Tensor kernel of Plugin0",
-                        "the case was run again without Plugin0", NULL };
-    expect_problem("crash", SLICE " --check=variants,memory", "CRASH", "case", n);
+    /* The plugin's key name is not spelled out: plugin names may change. */
+    const char *n[] = { "in the add.Tensor kernel of ", "the case was run again without ", NULL };
+    const char *sig[] = { "worker killed by SIGSEGV (signal 11", NULL };
+    expect_problem("crash", SLICE " --check=variants,memory", "CRASH", "case", workers_capped() ? sig : n);
+    const json_t *p = the_problem(g_rows, "");
+    for (const char *const *s = n; *s; s++) assert_contains(str_of(p, "message"), *s);
     expect_cpu_rows_survived();
 }
 
 static void test_hang_is_attributed(void **state) {
     (void)state;
-    const char *n[] = { "timed out in the add.Tensor kernel of Plugin0", "the case was run again without Plugin0",
-                        NULL };
+    const char *n[] = { "timed out in the add.Tensor kernel of ", "the case was run again without ", NULL };
     expect_problem("hang", SLICE " --check=variants,memory --timeout=2", "TIMEOUT", "case", n);
     expect_cpu_rows_survived();
 }
 
 static void test_crash_inside_another_op(void **state) {
     (void)state;
-    /* div's backward calls mul: the crash is mul's, on the plugin, under
-     * the grad check of a div case on the plugin's device. */
-    const char *n[] = { "worker killed by SIGSEGV", "in the mul.Tensor kernel of Plugin0, check grad", NULL };
-    expect_problem("crash KV_TEST_FAULT_OP=mul.Tensor",
-                   "--op=div.Tensor --dtype=f32 --shape=4x5 --mode=grad --device=plugin0", "CRASH", "case", n);
-}
-
-/* Sanitizer builds run their workers uncapped (isolate.h): nothing to
- * test there. */
-static bool workers_capped(void) {
-    static char console[1 << 16];
-    json_t *rows;
-    run_fault("", SLICE " --check=golden", console, sizeof console, &rows);
-    json_decref(rows);
-    return strstr(console, "worker-mem=none") == NULL;
+    /* div's backward calls mul: the crash is mul's, on the plugin (in
+     * SIM's slot), under the grad check of a div case on its device. */
+    const char *n[] = { "in the mul.Tensor kernel of SIM, check grad", NULL };
+    expect_problem("crash KV_TEST_FAULT_OP=mul.Tensor KV_TEST_FAULT_SLOT=sim",
+                   "--op=div.Tensor --dtype=f32 --shape=4x5 --mode=grad --device=sim", "CRASH", "case", n);
+    assert_string_equal(str_of(the_problem(g_rows, ""), "backend"), "sim");
 }
 
 static void test_host_leak_hits_the_worker_cap(void **state) {
     (void)state;
     if (!workers_capped()) skip();
-    const char *n[] = { "worker out of memory (cap 128 MiB", "in the add.Tensor kernel of Plugin0", NULL };
+    const char *n[] = { "worker out of memory (cap 128 MiB", "in the add.Tensor kernel of ", NULL };
     expect_problem("hostleak KV_WORKER_MEM=128", SLICE " --check=variants,memory", "CRASH", "case", n);
     expect_cpu_rows_survived();
 }

@@ -167,26 +167,18 @@ static int kv_write_full(int fd, const void *p, size_t n) {
 #endif
 
 kv_status kv_isolate_worker_mem(const kv_isolate_config *cfg, int *mib) {
-    if (KV_ISOLATE_SANITIZED || cfg->worker_mem_mib < 0) {
-        *mib = -1;
-        return KV_OK;
-    }
-    if (cfg->worker_mem_mib > 0) {
-        *mib = cfg->worker_mem_mib;
-        return KV_OK;
-    }
     const char *env = getenv("KV_WORKER_MEM");
-    if (env == NULL || env[0] == '\0') {
-        *mib = KV_ISOLATE_DEFAULT_MEM_MIB;
-        return KV_OK;
+    long v = KV_ISOLATE_DEFAULT_MEM_MIB;
+    if (env != NULL && env[0] != '\0') {
+        char *end = NULL;
+        errno = 0;
+        v = strtol(env, &end, 10);
+        if (errno != 0 || end == env || *end != '\0' || v < 0 || v > (1L << 22))
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "KV_WORKER_MEM=%s: must be a worker memory cap in MiB (0: no cap, at most 4194304)", env);
     }
-    char *end = NULL;
-    errno = 0;
-    const long v = strtol(env, &end, 10);
-    if (errno != 0 || end == env || *end != '\0' || v < 0 || v > (1L << 22))
-        return kv_error(KV_ERR_INVALID_ARG,
-                        "KV_WORKER_MEM=%s: must be a worker memory cap in MiB (0: no cap, at most 4194304)", env);
-    *mib = v == 0 ? -1 : (int)v;
+    if (cfg->worker_mem_mib != 0) v = cfg->worker_mem_mib;
+    *mib = KV_ISOLATE_SANITIZED || v <= 0 ? -1 : (int)v;
     return KV_OK;
 }
 
@@ -507,6 +499,13 @@ static kv_status kv_worker_died(kv_pool *p, kv_worker *w) {
         else
             kv_isolate_case_row(&r, c, KV_RESULT_CRASH, secs, "worker killed by %s (signal %d: %s) %s",
                                 ab ? ab : "a signal", sig, strsignal(sig), in[0] ? in + 1 : "while running this case");
+    } else if (WIFEXITED(status) && f.attributed) {
+        /* A kernel ended the process (exit() in a plugin, or a sanitizer's
+         * report of its crash): the kernel's fault, like a signal. */
+        kv_isolate_case_row(&r, c, KV_RESULT_CRASH, secs,
+                            "worker exited with status %d %s: a kernel ended the process before the case's results "
+                            "were reported",
+                            WEXITSTATUS(status), in + 1);
     } else if (WIFEXITED(status)) {
         kv_isolate_case_row(&r, c, KV_RESULT_ERROR, secs,
                             "worker exited with status %d%s before reporting this case's results",
