@@ -257,6 +257,14 @@ static void test_plugin_output_is_captured(void **state) {
     assert_contains(str_of(v, "output"), "faulty: a vendor debug line on stdout");
     assert_contains(str_of(v, "output"), "faulty: a vendor warning on stderr");
     json_decref(rows);
+    /* JUnit carries it too, in the testcase's system-out. */
+    FILE *f = fopen(REPORTS "/junit.xml", "r");
+    assert_non_null(f);
+    static char junit[1 << 20];
+    const size_t n = fread(junit, 1, sizeof junit - 1, f);
+    junit[n] = '\0';
+    fclose(f);
+    assert_contains(junit, "output:\nfaulty: a vendor debug line on stdout\nfaulty: a vendor warning on stderr");
 }
 
 static void test_nondeterminism(void **state) {
