@@ -33,6 +33,7 @@ typedef struct kv_wire_header {
     uint32_t magic;
     int32_t case_index;
     int32_t count;
+    int32_t retiring; /* 1: the worker exits after this answer (past half its memory cap) */
 } kv_wire_header;
 
 /* What the parent sends: the case, and the backend keys to leave out (a
@@ -182,6 +183,10 @@ kv_status kv_isolate_worker_mem(const kv_isolate_config *cfg, int *mib) {
     return KV_OK;
 }
 
+/* The page size, read once before any handler can run (sysconf is not
+ * async-signal-safe). */
+static long kv_page_size = 4096;
+
 /* The worker's address-space size in MiB (/proc/self/statm), -1 if
  * unknown. Only async-signal-safe calls: the crash handler uses it. */
 static long kv_vm_mib(void) {
@@ -193,8 +198,7 @@ static long kv_vm_mib(void) {
     if (k <= 0) return -1;
     long pages = 0;
     for (ssize_t i = 0; i < k && b[i] >= '0' && b[i] <= '9'; i++) pages = pages * 10 + (b[i] - '0');
-    const long page = sysconf(_SC_PAGESIZE);
-    return page > 0 ? (long)(((long long)pages * page) >> 20) : -1;
+    return (long)(((long long)pages * kv_page_size) >> 20);
 }
 
 /* The worker's slot, for the crash handler. */
@@ -248,6 +252,8 @@ static void kv_capture_read(int fd, char *buf, size_t cap) {
 static void kv_worker_main(int fd, const kv_case *const *cases, int n, const kv_run_env *env, kv_inflight *slot,
                            int out_fd, int mem_mib) {
     kv_worker_slot = slot;
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page > 0) kv_page_size = page;
     kv_inflight_attach(slot);
     kv_worker_catch_fatal();
     if (out_fd >= 0) {
@@ -293,7 +299,7 @@ static void kv_worker_main(int fd, const kv_case *const *cases, int n, const kv_
             kv_capture_read(STDOUT_FILENO, captured, sizeof captured);
             for (int i = 0; i < rl.n; i++) memcpy(rl.items[i].output, captured, sizeof captured);
         }
-        kv_wire_header h = { KV_ISOLATE_MAGIC, req.case_index, rl.n };
+        kv_wire_header h = { KV_ISOLATE_MAGIC, req.case_index, rl.n, bloated ? 1 : 0 };
         if (kv_write_full(fd, &h, sizeof h) != 0 ||
             kv_write_full(fd, rl.items, (size_t)rl.n * sizeof *rl.items) != 0) {
             _exit(4);
@@ -565,6 +571,7 @@ static kv_status kv_worker_readable(kv_pool *p, kv_worker *w) {
         r.backend[sizeof r.backend - 1] = '\0';
         r.message[sizeof r.message - 1] = '\0';
         r.repro[sizeof r.repro - 1] = '\0';
+        r.output[sizeof r.output - 1] = '\0';
         st = kv_result_list_push(&p->per_case[w->case_index], &r);
     }
     if (st != KV_OK) return st;
@@ -572,6 +579,8 @@ static kv_status kv_worker_readable(kv_pool *p, kv_worker *w) {
     p->ndone++;
     w->busy = false;
     w->len = 0;
+    /* Reaped now, so no case is handed to a worker on its way out. */
+    if (h.retiring) kv_worker_reap(w, false);
     return KV_OK;
 }
 
