@@ -164,6 +164,15 @@ static void test_offset(void **state) {
     expect_problem("offset", SLICE " --check=variants", "FAIL", "variants:", n);
 }
 
+static void test_view_that_copies(void **state) {
+    (void)state;
+    const char *n[] = { "transpose.int on", "wrong metadata",
+                        "a new tensor, but the reference returns it over input 0's storage", NULL };
+    expect_problem("copyview KV_TEST_FAULT_OP=transpose.int",
+                   "--op=transpose.int --dtype=f32 --shape=3x4 --layout=t --args=dim0=0,dim1=1 --check=variants",
+                   "FAIL", "variants:", n);
+}
+
 static void test_write_input(void **state) {
     (void)state;
     const char *n[] = { "add.Tensor on", "input 0 ('self') was modified by the call", NULL };
@@ -326,6 +335,7 @@ int main(void) {
         cmocka_unit_test(test_correct_plugin_passes),
         cmocka_unit_test(test_strides),
         cmocka_unit_test(test_offset),
+        cmocka_unit_test(test_view_that_copies),
         cmocka_unit_test(test_write_input),
         cmocka_unit_test(test_out_of_bounds_write),
         cmocka_unit_test(test_unwritten_element),

@@ -8,7 +8,8 @@
  * (f32, equal shapes, any strides) and exp (f32, any strides); every other
  * op runs through host->stage_reference, registered as the backend
  * fallback (so with KV_TEST_FAULT_SLOT=sim the plugin can stand in for SIM
- * as the accel target and the whole suite runs on it).
+ * as the accel target and the whole suite runs on it), and transpose.int,
+ * a view.
  *
  * KV_TEST_FAULT, read at every call, picks what goes wrong; unset or ""
  * is a correct backend. KV_TEST_FAULT_OP (default add.Tensor) names the
@@ -25,6 +26,7 @@
  *   hang         never returns
  *   nondet       element 0 is off by one more ulp on each call (mod 64)
  *   noise        prints a line to stdout and one to stderr per call
+ *   copyview     transpose.int only: a new tensor instead of a view of self
  *   ulp          one ulp above the correctly rounded result (exp within its
  *                table's 2 ulp; add/mul outside their bitwise rows) */
 #include <math.h>
@@ -236,12 +238,49 @@ static kv_status k_exp(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return KV_OK;
 }
 
+/* A view op: the result must alias self (README, the variants check's
+ * metadata rule). "copyview" returns a new tensor with the right values. */
+static kv_status k_transpose(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_tensor *a = kv_arg_tensor(stack, 0);
+    if (a->ndim < 1) return host->stage_reference(op, ks, stack);
+    const int d0 = host->wrap_dim(kv_arg_int(stack, 1), a->ndim, "transpose.int", "dim0");
+    const int d1 = host->wrap_dim(kv_arg_int(stack, 2), a->ndim, "transpose.int", "dim1");
+    if (d0 < 0 || d1 < 0) return host->last_error();
+    int64_t sz[KV_MAX_DIMS], st[KV_MAX_DIMS];
+    memcpy(sz, a->sizes, sizeof sz);
+    memcpy(st, a->strides, sizeof st);
+    sz[d0] = a->sizes[d1], sz[d1] = a->sizes[d0];
+    st[d0] = a->strides[d1], st[d1] = a->strides[d0];
+    kv_tensor *out;
+    if (strcmp(fault_for(host->op_name(op)), "copyview") == 0) {
+        out = host->tensor_empty(sz, a->ndim, a->dtype, (kv_device){ my_type, 0 });
+        if (out == NULL) return host->last_error();
+        kv_tensor *v = host->tensor_view(a, sz, st, a->ndim, a->offset);
+        if (v == NULL) {
+            host->tensor_release(out);
+            return host->last_error();
+        }
+        const size_t item = host->dtype_size(a->dtype);
+        const char *src = to_host(v->storage->data);
+        char *dst = to_host(out->storage->data);
+        for (int64_t k = 0; k < host->tensor_numel(v); k++)
+            memcpy(dst + (size_t)k * item, src + (size_t)(v->offset + at(v, k)) * item, item);
+        host->tensor_release(v);
+    } else {
+        out = host->tensor_view(a, sz, st, a->ndim, a->offset);
+        if (out == NULL) return host->last_error();
+    }
+    host->stack_return_tensors(stack, &out, 1);
+    return KV_OK;
+}
+
 static kv_status reg(void *ctx, kv_device_type type) {
     (void)ctx;
     my_type = type;
     kv_status st = host->register_kernel("add.Tensor", (kv_key)type, k_add);
     if (st == KV_OK) st = host->register_kernel("mul.Tensor", (kv_key)type, k_mul);
     if (st == KV_OK) st = host->register_kernel("exp", (kv_key)type, k_exp);
+    if (st == KV_OK) st = host->register_kernel("transpose.int", (kv_key)type, k_transpose);
     if (st == KV_OK) host->register_fallback((kv_key)type, host->stage_reference);
     return st;
 }
