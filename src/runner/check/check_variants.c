@@ -29,9 +29,11 @@
 
 #include "kv/backend.h"
 #include "kv/tune.h"
+#include "runner/check/check_meta.h"
 #include "runner/check/check_util.h"
 #include "runner/check/compare.h"
 #include "runner/check/tolerance.h"
+#include "runner/exec/inflight.h"
 
 static const char *variants_entry_name(kv_entry_kind k) {
     switch (k) {
@@ -75,6 +77,34 @@ static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, i
     return false;
 }
 
+/* Whether two calls' outputs (host-readable) are the same bit for bit;
+ * false with what differs in msg. Unspecified values (empty) are not
+ * compared. */
+static bool variants_same(const kv_check_ctx *ctx, const kv_case_outputs *a, const kv_case_outputs *b, char *msg,
+                          int cap) {
+    if (a->n != b->n || a->is_bool != b->is_bool || a->b != b->b) {
+        snprintf(msg, (size_t)cap, "the calls returned %d and %d outputs", a->n, b->n);
+        return false;
+    }
+    const kv_cmp_rule exact = { KV_CMP_BITWISE, 0, false, true };
+    for (int i = 0; i < a->n; i++) {
+        const kv_tol_entry *e = kv_tol_lookup(ctx->c->op, a->t[i]->dtype, ctx->c);
+        if (e != NULL && e->uninitialized) continue;
+        kv_cmp_report rep;
+        if (kv_compare(a->t[i], b->t[i], &exact, NULL, &rep) != KV_OK) {
+            snprintf(msg, (size_t)cap, "output %d: %s", i, kv_last_error_message());
+            return false;
+        }
+        if (rep.mismatched > 0) {
+            char what[32];
+            snprintf(what, sizeof what, "output %d", i);
+            kv_cmp_report_format(&rep, what, msg, cap);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Device outputs come back to the host through the backend's copies
  * (kv/backend.h): the runner never reads device memory itself. */
 static kv_status variants_readable(kv_case_outputs *out) {
@@ -88,8 +118,8 @@ static kv_status variants_readable(kv_case_outputs *out) {
 }
 
 /* `variant` NULL: the backend's kernel as dispatched; else that variant. */
-static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, kv_tensor *const *expected,
-                             const char *note, kv_key key, const char *variant) {
+static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, const kv_meta_expect *meta,
+                             kv_tensor *const *expected, const char *note, kv_key key, const char *variant) {
     const kv_case *c = ctx->c;
     char check[64];
     if (variant) snprintf(check, sizeof check, "variants:%s/%s", kv_key_name(key), variant);
@@ -97,6 +127,7 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
     kv_check_result r;
     const kv_device_type dt = (kv_device_type)key;
     kv_check_result_begin(&r, ctx, check, kv_device_type_name(dt));
+    kv_inflight_set_check(check);
     const kv_entry_kind kind = kv_op_entry_kind(ctx->op, key);
     if (kv_allocator_for(dt) == NULL) {
         const kv_backend_info *b = kv_backend_find(dt);
@@ -146,6 +177,7 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
             kv_check_push(ctx, &r);
             return;
         }
+        kv_inflight_set_variant(variant);
         if (kv_tune_pin(ctx->op, key, variant) != KV_OK) {
             kv_check_result_set(&r, KV_RESULT_ERROR, "%s", kv_last_error_message());
             kv_case_inputs_free(&in);
@@ -154,10 +186,34 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
         }
     }
     kv_status st = kv_case_invoke(ctx->op, &in, via_call ? 0 : kv_keyset_of(key), &out);
+    /* The same call again on fresh inputs (a kernel that wrote into its
+     * input must not look nondeterministic): a kernel whose two identical
+     * calls disagree is nondeterministic, which no tolerance covers and
+     * which other checks would misreport (unwritten elements, fast path
+     * ON vs OFF). */
+    kv_case_inputs in2;
+    kv_case_outputs out2;
+    memset(&out2, 0, sizeof out2);
+    bool have2 = st == KV_OK && kv_case_inputs_make(c, ctx->op, dev, false, &in2) == KV_OK;
+    if (have2) {
+        have2 = kv_case_invoke(ctx->op, &in2, via_call ? 0 : kv_keyset_of(key), &out2) == KV_OK;
+        if (have2 && (kv_check_box_bool(&out2) != KV_OK || kv_check_materialize(&out2) != KV_OK ||
+                      variants_readable(&out2) != KV_OK)) {
+            kv_case_outputs_free(&out2);
+            have2 = false;
+        }
+        kv_case_inputs_free(&in2);
+    }
     if (variant) kv_tune_pin(NULL, key, NULL);
+    kv_inflight_set_variant("");
+    /* Metadata first: materializing and copying to the host below make
+     * new tensors, which would hide strides, device and aliasing. */
+    char meta_msg[512] = "";
+    const bool meta_ok = st != KV_OK || kv_meta_check(meta, &in, &out, dev, meta_msg, (int)sizeof meta_msg);
     if (st == KV_OK) st = kv_check_box_bool(&out);
     if (st == KV_OK) st = kv_check_materialize(&out);
     if (st == KV_OK) st = variants_readable(&out);
+    char nd[KV_RESULT_MESSAGE_MAX / 2];
     if (st == KV_ERR_MISSING_KERNEL && via_call) {
         kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "%s on %s: %s", c->op, kv_device_type_name(dt),
                             kv_last_error_message());
@@ -170,29 +226,41 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
     } else if (out.n != ref->out.n) {
         kv_check_result_set(&r, KV_RESULT_FAIL, "the %s kernel returned %d output%s, the reference %d", kv_key_name(key),
                             out.n, out.n == 1 ? "" : "s", ref->out.n);
+    } else if (have2 && !variants_same(ctx, &out, &out2, nd, (int)sizeof nd)) {
+        kv_check_result_set(&r, KV_RESULT_FAIL,
+                            "%s on %s%s%s is nondeterministic: two identical calls gave different results: %s", c->op,
+                            kv_key_name(key), variant ? "/" : "", variant ? variant : "", nd);
     } else {
         int64_t compared = 0;
         bool ok = true;
         for (int i = 0; i < out.n && ok; i++) ok = variants_compare(ctx, ref, i, expected[i], out.t[i], &r, &compared);
-        if (ok) kv_check_result_set(&r, KV_RESULT_PASS, "%lld elements agree", (long long)compared);
+        if (ok && !meta_ok) {
+            ok = false;
+            kv_check_result_set(&r, KV_RESULT_FAIL, "%s on %s%s%s: right values, wrong metadata: %s", c->op,
+                                kv_key_name(key), variant ? "/" : "", variant ? variant : "", meta_msg);
+        } else if (!ok && !meta_ok) {
+            kv_check_result_append(&r, "; also %s", meta_msg);
+        }
+        if (ok) kv_check_result_set(&r, KV_RESULT_PASS, "%lld elements agree, metadata as the reference's", (long long)compared);
         r.compared = compared > r.compared ? compared : r.compared;
     }
     if (note[0]) kv_check_result_append(&r, "; %s", note);
     kv_case_outputs_free(&out);
+    kv_case_outputs_free(&out2);
     kv_case_inputs_free(&in);
     kv_check_push(ctx, &r);
 }
 
 /* The backend's row, then one per perf_dispatch variant of its kernel. */
-static void variants_all(const kv_check_ctx *ctx, const kv_check_ref *ref, kv_tensor *const *expected,
-                         const char *note, kv_key key) {
-    variants_backend(ctx, ref, expected, note, key, NULL);
+static void variants_all(const kv_check_ctx *ctx, const kv_check_ref *ref, const kv_meta_expect *meta,
+                         kv_tensor *const *expected, const char *note, kv_key key) {
+    variants_backend(ctx, ref, meta, expected, note, key, NULL);
     if (!kv_key_is_backend(key) || !kv_tune_is_dispatching(ctx->op, key)) return;
     /* A device=accel case reaches its kernels through the boxing layer;
      * variants are swept by the case on the target's own device. */
     if (ctx->c->device.type != (kv_device_type)key && ctx->c->device.type != KV_DEVICE_CPU) return;
     for (int i = 0; i < kv_tune_variant_count(ctx->op, key); i++)
-        variants_backend(ctx, ref, expected, note, key, kv_tune_variant_name(ctx->op, key, i));
+        variants_backend(ctx, ref, meta, expected, note, key, kv_tune_variant_name(ctx->op, key, i));
 }
 
 /* Whether any op has a Dense kernel on `key`: devices that only box onto
@@ -229,6 +297,8 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
         return;
     }
     kv_tensor *expected[KV_CASE_MAX_OUTPUTS] = { NULL };
+    kv_meta_expect meta;
+    kv_meta_expect_run(ctx, &meta);
     char note[512];
     if (kv_check_golden_expected(ctx, &ref, expected, note, (int)sizeof note) != KV_OK) {
         kv_check_result_set(&r, KV_RESULT_ERROR, "%s", kv_last_error_message());
@@ -240,7 +310,10 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
             /* Accel boxes onto its target: the device=accel twin of every
              * case (cases/accel.case) runs it through the full dispatcher. */
             if (k == KV_KEY_ACCEL) continue;
-            variants_all(ctx, &ref, expected, note, (kv_key)k);
+            /* A backend whose kernel crashed or hung this case already has
+             * its row (runner/exec/inflight.h); this is the rerun. */
+            if (kv_inflight_excluded() & kv_keyset_of((kv_key)k)) continue;
+            variants_all(ctx, &ref, &meta, expected, note, (kv_key)k);
         }
         /* A plugin that loaded but cannot run here (CUDA without a GPU):
          * one UNSUPPORTED row with its reason, never a failure. */
@@ -249,10 +322,10 @@ void kv_check_variants_run(const kv_check_ctx *ctx) {
             if (b->state != KV_BACKEND_UNAVAILABLE || (int)b->device_type >= KV_BACKEND_KEY_COUNT ||
                 kv_backend_find(b->device_type) != b || kv_allocator_for(b->device_type) != NULL)
                 continue;
-            variants_backend(ctx, &ref, expected, note, (kv_key)b->device_type, NULL);
+            variants_backend(ctx, &ref, &meta, expected, note, (kv_key)b->device_type, NULL);
         }
     } else {
-        variants_all(ctx, &ref, expected, note, kv_device_key(c->device));
+        variants_all(ctx, &ref, &meta, expected, note, kv_device_key(c->device));
     }
     for (int i = 0; i < KV_CASE_MAX_OUTPUTS; i++) kv_tensor_release(expected[i]);
     kv_check_ref_free(&ref);

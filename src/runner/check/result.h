@@ -35,6 +35,9 @@ typedef struct kv_mismatch {
 
 #define KV_RESULT_MAX_MISMATCHES 8
 #define KV_RESULT_MESSAGE_MAX 1024
+/* What the case's code printed on stdout/stderr (a plugin's debug lines),
+ * captured by the forked worker, cut to this many bytes. */
+#define KV_RESULT_OUTPUT_MAX 512
 
 /* One (case, check) outcome: one JSON line, one JUnit testcase. */
 typedef struct kv_check_result {
@@ -56,6 +59,10 @@ typedef struct kv_check_result {
      * path (kv_accel_path) in the run with every fast path on; the report
      * sums them into each gate's hit rate. 0 in every other row. */
     int64_t fast_calls, slow_calls, manual_calls;
+    /* stdout and stderr of the worker while it ran this case ("" when
+     * nothing was printed or the case ran in process); every row of the
+     * case carries it. Ends with "..." when cut. */
+    char output[KV_RESULT_OUTPUT_MAX];
 } kv_check_result;
 
 /* A growable list of results, the unit reports work on. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv/accel.h"
 #include "runner/case/case_args.h"
 
 #define D(dt) (1u << (dt))
@@ -393,4 +394,10 @@ kv_cmp_rule kv_tol_golden_rule(const kv_case *c, kv_dtype out_dtype) {
         }
     }
     return r;
+}
+
+bool kv_tol_device_is_reference(kv_device d) {
+    if (d.type == KV_DEVICE_CPU) return true;
+    /* Accel computes with its target's kernels. */
+    return d.type == KV_DEVICE_ACCEL && kv_accel_target() == KV_KEY_CPU;
 }
