@@ -72,6 +72,22 @@ kv_status kv_check_golden_key(const kv_case *c, char *buf, int cap);
 kv_status kv_check_golden_expected(const kv_check_ctx *ctx, const kv_check_ref *ref,
                                    kv_tensor *expected[KV_CASE_MAX_OUTPUTS], char *note, int cap);
 
+/* One visit of kv_check_each_backend: a backend key, and a variant name
+ * (NULL: the backend's kernel as dispatched). */
+typedef void (*kv_check_backend_fn)(const kv_check_ctx *ctx, kv_key key, const char *variant, void *user);
+/* Visits every backend and variant the case runs on (check_backend.c):
+ * what the variants and accuracy checks share. */
+void kv_check_each_backend(const kv_check_ctx *ctx, kv_check_backend_fn fn, void *user);
+/* "<prefix>:<Key>" or "<prefix>:<Key>/<variant>" into buf. */
+void kv_check_backend_row_name(const char *prefix, kv_key key, const char *variant, char *buf, int cap);
+/* Calls the op on `key` (pinned to `variant` when not NULL) with the
+ * case's layouts and brings the outputs to the host. true: `out` holds
+ * nref_out host-readable outputs (free them). false: nothing to free,
+ * and `r` has the row's status (UNSUPPORTED, SKIP, ERROR or FAIL) and
+ * message. */
+bool kv_check_backend_call(const kv_check_ctx *ctx, int nref_out, kv_key key, const char *variant,
+                           kv_case_outputs *out, kv_check_result *r);
+
 /* The run functions of the check table (check.c), one per file. */
 void kv_check_golden_run(const kv_check_ctx *ctx);
 void kv_check_variants_run(const kv_check_ctx *ctx);
@@ -81,6 +97,7 @@ void kv_check_fastpath_run(const kv_check_ctx *ctx);
 void kv_check_lazy_run(const kv_check_ctx *ctx);  /* check_lazy.c */
 void kv_check_grad_run(const kv_check_ctx *ctx);  /* check_grad.c */
 void kv_check_tune_run(const kv_check_ctx *ctx);  /* check_tune.c */
+void kv_check_accuracy_run(const kv_check_ctx *ctx);  /* check_accuracy.c */
 
 /* The status of a row whose call failed with `st` where a failure was
  * not expected: UNSUPPORTED when a device backend has no kernel for the

@@ -34,6 +34,12 @@ typedef struct kv_mismatch {
 } kv_mismatch;
 
 #define KV_RESULT_MAX_MISMATCHES 8
+
+/* The ulp-error histogram of an accuracy row (runner/check/ulp_hist.h):
+ * bins 0..15 count errors of exactly that many ulps, bins 16..75 errors in
+ * [2^(b-12), 2^(b-11)), bin 76 elements whose NaN-ness differs from the
+ * truth (a NaN where a number belongs, or the reverse). */
+#define KV_ULP_BINS 77
 #define KV_RESULT_MESSAGE_MAX 1024
 
 /* One (case, check) outcome: one JSON line, one JUnit testcase. */
@@ -56,6 +62,13 @@ typedef struct kv_check_result {
      * path (kv_accel_path) in the run with every fast path on; the report
      * sums them into each gate's hit rate. 0 in every other row. */
     int64_t fast_calls, slow_calls, manual_calls;
+    /* accuracy rows: how far each floating output component is from the
+     * correctly rounded truth, in ulps of the output dtype. ulp_elements
+     * is the histogram's total; ulp_max its largest finite-class error
+     * (+Inf when a NaN is wrong). 0 in every other row. */
+    int64_t ulp_elements;
+    double ulp_max;
+    int64_t ulp_hist[KV_ULP_BINS];
 } kv_check_result;
 
 /* A growable list of results, the unit reports work on. */

@@ -1,0 +1,181 @@
+/* Calling a case's op on every backend and kernel variant (check_util.h):
+ * what the variants check compares and the accuracy check measures, so
+ * both see exactly the same calls.
+ *
+ * Backends: when the case runs on the CPU (the default), every backend key
+ * whose device has an allocator and that has a Dense kernel for some op;
+ * otherwise only the case's device. A backend whose entry for the op is
+ * not a kernel (missing, fallback, fallthrough) is UNSUPPORTED: counted,
+ * never a failure. Each backend is called through kv_redispatch on its key
+ * alone, so nothing above the Dense kernel runs; inputs live on that
+ * backend's device. A case whose device= names a backend without a Dense
+ * kernel for the op (accel, whose ops are boxed onto a target) is called
+ * through kv_call instead, and is UNSUPPORTED only if that finds no
+ * kernel. Also UNSUPPORTED: a backend kernel that returns
+ * KV_ERR_MISSING_KERNEL (it declines a dtype or layout it does not
+ * implement), and a plugin that loaded but reported itself unavailable
+ * (its reason in the row). Inputs reach device memory and outputs come
+ * back through the backends' copies (kv/backend.h). Where the backend's
+ * kernel is a perf_dispatch variant set (kv/tune.h), each variant is
+ * visited too, pinned on this thread so the call still goes through the
+ * dispatcher and reaches exactly that variant; a variant whose predicate
+ * refuses the call is SKIP, never a failure. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kv/backend.h"
+#include "kv/tune.h"
+#include "runner/check/check_util.h"
+
+static const char *backend_entry_name(kv_entry_kind k) {
+    switch (k) {
+    case KV_ENTRY_MISSING: return "missing";
+    case KV_ENTRY_KERNEL: return "kernel";
+    case KV_ENTRY_FALLBACK: return "backend fallback";
+    case KV_ENTRY_FALLTHROUGH: return "fallthrough";
+    }
+    return "?";
+}
+
+/* Device outputs come back to the host through the backend's copies
+ * (kv/backend.h): the runner never reads device memory itself. */
+static kv_status backend_readable(kv_case_outputs *out) {
+    for (int i = 0; i < out->n; i++) {
+        kv_tensor *h = kv_backend_readable(out->t[i]);
+        if (h == NULL) return kv_error_prefix(kv_last_error(), "output %d: cannot copy it to the host", i);
+        kv_tensor_release(out->t[i]);
+        out->t[i] = h;
+    }
+    return KV_OK;
+}
+
+void kv_check_backend_row_name(const char *prefix, kv_key key, const char *variant, char *buf, int cap) {
+    if (variant) snprintf(buf, (size_t)cap, "%s:%s/%s", prefix, kv_key_name(key), variant);
+    else snprintf(buf, (size_t)cap, "%s:%s", prefix, kv_key_name(key));
+}
+
+bool kv_check_backend_call(const kv_check_ctx *ctx, int nref_out, kv_key key, const char *variant,
+                           kv_case_outputs *out, kv_check_result *r) {
+    const kv_case *c = ctx->c;
+    memset(out, 0, sizeof *out);
+    const kv_device_type dt = (kv_device_type)key;
+    const kv_entry_kind kind = kv_op_entry_kind(ctx->op, key);
+    if (kv_allocator_for(dt) == NULL) {
+        const kv_backend_info *b = kv_backend_find(dt);
+        if (b != NULL && b->state == KV_BACKEND_UNAVAILABLE)
+            kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "device %s is not available: %s", kv_device_type_name(dt),
+                                b->message);
+        else
+            kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "device %s is not available", kv_device_type_name(dt));
+        return false;
+    }
+    /* A backend without its own kernel is UNSUPPORTED in the sweep; a
+     * case that names the device explicitly (device=accel) still runs
+     * through the full dispatcher, which may reach a kernel another way
+     * (boxing onto a target, a backend fallback). Accel's own kernels are
+     * boxing shims for calls that come in below the boxing layer: a
+     * device=accel case always goes through kv_call, so the boxing layer
+     * (and its gate) runs as it does for users. */
+    const bool via_call =
+        (kind != KV_ENTRY_KERNEL || dt == KV_DEVICE_ACCEL) && c->device.type == dt && dt != KV_DEVICE_CPU;
+    if (kind != KV_ENTRY_KERNEL && !via_call) {
+        kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "%s has no %s kernel (entry: %s)", c->op, kv_key_name(key),
+                            backend_entry_name(kind));
+        return false;
+    }
+    const kv_device dev = { dt, c->device.type == dt ? c->device.index : 0 };
+    kv_case_inputs in;
+    if (kv_case_inputs_make(c, ctx->op, dev, false, &in) != KV_OK) {
+        kv_check_result_set(r, KV_RESULT_ERROR, "cannot build the inputs on %s: %s", kv_device_type_name(dt),
+                            kv_last_error_message());
+        return false;
+    }
+    if (variant) {
+        kv_ivalue slots[KV_STACK_MAX];
+        kv_stack probe = kv_stack_on(slots, KV_STACK_MAX);
+        for (int i = 0; i < in.nargs; i++) kv_stack_push(&probe, in.args[i]);
+        if (!kv_tune_variant_compatible(ctx->op, key, kv_tune_variant_find(ctx->op, key, variant), &probe)) {
+            kv_check_result_set(r, KV_RESULT_SKIP,
+                                "variant '%s' of %s does not accept this call (its predicate refuses the dtype, "
+                                "layout or CPU features)",
+                                variant, kv_key_name(key));
+            kv_case_inputs_free(&in);
+            return false;
+        }
+        if (kv_tune_pin(ctx->op, key, variant) != KV_OK) {
+            kv_check_result_set(r, KV_RESULT_ERROR, "%s", kv_last_error_message());
+            kv_case_inputs_free(&in);
+            return false;
+        }
+    }
+    kv_status st = kv_case_invoke(ctx->op, &in, via_call ? 0 : kv_keyset_of(key), out);
+    if (variant) kv_tune_pin(NULL, key, NULL);
+    if (st == KV_OK) st = kv_check_box_bool(out);
+    if (st == KV_OK) st = kv_check_materialize(out);
+    if (st == KV_OK) st = backend_readable(out);
+    bool ok = false;
+    if (st == KV_ERR_MISSING_KERNEL && via_call) {
+        kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "%s on %s: %s", c->op, kv_device_type_name(dt),
+                            kv_last_error_message());
+    } else if (st == KV_ERR_MISSING_KERNEL) {
+        kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "the %s kernel declined the call: %s", kv_key_name(key),
+                            kv_last_error_message());
+    } else if (st != KV_OK) {
+        kv_check_result_set(r, KV_RESULT_FAIL, "the %s kernel failed with '%s' (the reference passed): %s",
+                            kv_key_name(key), kv_status_name(st), kv_last_error_message());
+    } else if (out->n != nref_out) {
+        kv_check_result_set(r, KV_RESULT_FAIL, "the %s kernel returned %d output%s, the reference %d",
+                            kv_key_name(key), out->n, out->n == 1 ? "" : "s", nref_out);
+    } else {
+        ok = true;
+    }
+    if (!ok) kv_case_outputs_free(out);
+    kv_case_inputs_free(&in);
+    return ok;
+}
+
+/* The backend's visit, then one per perf_dispatch variant of its kernel. */
+static void backend_all(const kv_check_ctx *ctx, kv_key key, kv_check_backend_fn fn, void *user) {
+    fn(ctx, key, NULL, user);
+    if (!kv_key_is_backend(key) || !kv_tune_is_dispatching(ctx->op, key)) return;
+    /* A device=accel case reaches its kernels through the boxing layer;
+     * variants are swept by the case on the target's own device. */
+    if (ctx->c->device.type != (kv_device_type)key && ctx->c->device.type != KV_DEVICE_CPU) return;
+    for (int i = 0; i < kv_tune_variant_count(ctx->op, key); i++)
+        fn(ctx, key, kv_tune_variant_name(ctx->op, key, i), user);
+}
+
+/* Whether any op has a Dense kernel on `key`: devices that only box onto
+ * another backend (accel) have none, and sweeping them would add an
+ * UNSUPPORTED row to every case for ops they do support. */
+static bool backend_is_kernel_backend(kv_key key) {
+    for (int i = 0; i < kv_op_count(); i++)
+        if (kv_op_entry_kind(kv_op_at(i), key) == KV_ENTRY_KERNEL) return true;
+    return false;
+}
+
+void kv_check_each_backend(const kv_check_ctx *ctx, kv_check_backend_fn fn, void *user) {
+    const kv_case *c = ctx->c;
+    if (c->device.type != KV_DEVICE_CPU) {
+        backend_all(ctx, kv_device_key(c->device), fn, user);
+        return;
+    }
+    for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
+        if (kv_allocator_for((kv_device_type)k) == NULL) continue;
+        if (k != KV_KEY_CPU && !backend_is_kernel_backend((kv_key)k)) continue;
+        /* Accel boxes onto its target: the device=accel twin of every
+         * case (cases/accel.case) runs it through the full dispatcher. */
+        if (k == KV_KEY_ACCEL) continue;
+        backend_all(ctx, (kv_key)k, fn, user);
+    }
+    /* A plugin that loaded but cannot run here (CUDA without a GPU): one
+     * visit, which kv_check_backend_call turns into an UNSUPPORTED row
+     * with its reason, never a failure. */
+    for (int i = 0; i < kv_backend_count(); i++) {
+        const kv_backend_info *b = kv_backend_at(i);
+        if (b->state != KV_BACKEND_UNAVAILABLE || (int)b->device_type >= KV_BACKEND_KEY_COUNT ||
+            kv_backend_find(b->device_type) != b || kv_allocator_for(b->device_type) != NULL)
+            continue;
+        fn(ctx, (kv_key)b->device_type, NULL, user);
+    }
+}
