@@ -20,6 +20,7 @@ static const kv_check kv_checks[] = {
     { "grad", KV_CHECK_GRAD, kv_check_grad_run },
     { "fastpath", KV_CHECK_FASTPATH, kv_check_fastpath_run },
     { "tune", KV_CHECK_TUNE, kv_check_tune_run },
+    { "accuracy", KV_CHECK_ACCURACY, kv_check_accuracy_run },
 };
 
 #define KV_CHECKS_N ((int)(sizeof kv_checks / sizeof kv_checks[0]))

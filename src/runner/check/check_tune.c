@@ -104,7 +104,7 @@ static bool tune_same(const kv_check_ctx *ctx, const kv_case_outputs *a, const k
 }
 
 static void tune_backend(const kv_check_ctx *ctx, kv_key key) {
-    char check[32];
+    char check[64];
     snprintf(check, sizeof check, "tune:%s", kv_key_name(key));
     kv_check_result r;
     kv_check_result_begin(&r, ctx, check, kv_device_type_name((kv_device_type)key));

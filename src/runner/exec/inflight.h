@@ -30,7 +30,7 @@ typedef struct kv_inflight {
     volatile int depth; /* may exceed KV_INFLIGHT_DEPTH: only the first entries are kept */
     const kv_op *volatile ops[KV_INFLIGHT_DEPTH];
     volatile int keys[KV_INFLIGHT_DEPTH];
-    char check[32];     /* the check running ("" outside one) */
+    char check[64];     /* the check running ("" outside one) */
     char variant[32];   /* the variant the check pinned ("" none) */
     volatile long vm_mib_at_death; /* the worker's address space when a fatal signal hit it; 0: none */
 } kv_inflight;
