@@ -27,8 +27,8 @@ for tool in aarch64-linux-gnu-gcc qemu-aarch64; do
     fi
 done
 start=$(date +%s)
+mkdir -p build-aarch64
 if ! sh tests/configs.sh aarch64 build-aarch64/kvrun >"$out.build.log" 2>&1; then
-    mkdir -p build-aarch64
     echo "cross_golden: the aarch64 build failed (see $out.build.log)" >&2
     tail -20 "$out.build.log" >&2
     exit 1
