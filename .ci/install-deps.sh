@@ -13,8 +13,9 @@
 #   gcovr                    ninja coverage (part of ninja check)
 #   libdnnl-dev              the oneDNN backend plugin (kernels/onednn)
 #   libmpfr-dev              correctly rounded goldens
+#   pkg-config               build/kvsuite.pc, the out-of-tree plugin recipe
 set -eu
-pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev"
+pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config"
 
 missing=""
 for p in $pkgs; do

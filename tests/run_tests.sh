@@ -36,6 +36,12 @@ count=$((count + 1))
 echo "=== hostile plugins"
 sh tests/test_hostile.sh || failed="$failed hostile"
 
+# Bringing up a backend (README "Bringing up your backend"): a copy of
+# kernels/sim built out of tree with build/kvsuite.pc, run as a backend.
+count=$((count + 1))
+echo "=== bring-up"
+sh tests/test_bringup.sh || failed="$failed bringup"
+
 # The suite itself, as one more program: every case file against the
 # committed golden store (reports go under build/, not into reports/).
 count=$((count + 1))
