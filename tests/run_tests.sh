@@ -50,6 +50,14 @@ if ! build/kvrun cases/ --report-dir="$dir/../suite-report"; then
     failed="$failed kvrun-suite"
 fi
 
+# Every golden against an independent recomputation at 4096 bits, and the
+# committed store against its regeneration (tests/golden_truth.sh).
+count=$((count + 1))
+echo "=== golden truth"
+if ! sh tests/golden_truth.sh "$dir/../golden-truth"; then
+    failed="$failed golden-truth"
+fi
+
 # The accel twins (cases/accel.case) again with the other checks under the
 # seed gate and with the kill switch set; the fastpath check runs both
 # gates every time (README "The accel device in the runner").

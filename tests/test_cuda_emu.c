@@ -259,7 +259,7 @@ static void test_suite_on_emulation(void **state) {
     char line[4096];
     int passes = 0;
     while (fgets(line, sizeof line, f))
-        if (strstr(line, "\"check\":\"variants:Plugin0\"") && strstr(line, "\"status\":\"PASS\"")) passes++;
+        if (strstr(line, "\"check\":\"variants:cuda-emu\"") && strstr(line, "\"status\":\"PASS\"")) passes++;
     fclose(f);
     assert_true(passes > 500);
 }

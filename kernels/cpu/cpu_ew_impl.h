@@ -173,11 +173,11 @@ static inline CPU_TARGET double ew_ref_gelu_tanh_bwd(double g, double v) {
 #define U64(v) ((uint64_t)(v))
 
 EW_BINARY(add_f32, float, float, A->alpha_one ? a + b : (float)((double)a + A->alpha * (double)b))
-EW_BINARY(add_f64, double, double, A->alpha_one ? a + b : a + A->alpha * b)
+EW_BINARY(add_f64, double, double, A->alpha_one ? a + b : fma(A->alpha, b, a))
 EW_BINARY(add_i32, int32_t, int32_t, (int32_t)(U32(a) + U32(A->ialpha) * U32(b)))
 EW_BINARY(add_i64, int64_t, int64_t, (int64_t)(U64(a) + U64(A->ialpha) * U64(b)))
 EW_BINARY(sub_f32, float, float, A->alpha_one ? a - b : (float)((double)a - A->alpha * (double)b))
-EW_BINARY(sub_f64, double, double, A->alpha_one ? a - b : a - A->alpha * b)
+EW_BINARY(sub_f64, double, double, A->alpha_one ? a - b : fma(-A->alpha, b, a))
 EW_BINARY(sub_i32, int32_t, int32_t, (int32_t)(U32(a) - U32(A->ialpha) * U32(b)))
 EW_BINARY(sub_i64, int64_t, int64_t, (int64_t)(U64(a) - U64(A->ialpha) * U64(b)))
 EW_BINARY(mul_f32, float, float, a * b)

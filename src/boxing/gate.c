@@ -89,7 +89,7 @@ typedef struct env_config {
     kv_accel_gate gate;
     bool redispatch;
     bool special[KV_ACCEL_SPECIAL_COUNT];
-    kv_key target; /* KV_KEY_NONE: the default rule */
+    char target[KV_ACCEL_TARGET_NAME_MAX]; /* "": the default rule */
 } env_config;
 
 kv_status kv_accel_parse_disable_list(const char *text, bool *special) {
@@ -130,7 +130,7 @@ static kv_status read_env(env_config *c) {
     c->redispatch = kv_accel_parse_kill_switch(getenv("KV_NO_REDISPATCH"));
     kv_status st = kv_accel_parse_disable_list(getenv("KV_ACCEL_DISABLE"), c->special);
     if (st != KV_OK) return st;
-    return kv_accel_parse_target(getenv("KV_ACCEL_TARGET"), &c->target);
+    return kv_accel_parse_target(getenv("KV_ACCEL_TARGET"), c->target);
 }
 
 static kv_status apply_env(const env_config *c) {

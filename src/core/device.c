@@ -65,6 +65,8 @@ static _Atomic(kv_allocator *) kv_table[KV_DEVICE_TYPE_COUNT] = { [KV_DEVICE_CPU
 const kv_allocator_iface *kv_allocator_cpu_iface(void) { return &kv_cpu_iface; }
 
 const char *kv_device_type_name(kv_device_type t) {
+    const char *plugin = kv_key_plugin_name((kv_key)t);
+    if (plugin != NULL) return plugin;
     switch (t) {
     case KV_DEVICE_CPU: return "cpu";
     case KV_DEVICE_CUDA: return "cuda";

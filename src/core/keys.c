@@ -6,7 +6,24 @@
 #include <stdio.h>
 #include <string.h>
 
+static char g_plugin_names[4][32];
+
+static bool is_plugin_slot(kv_key k) { return k >= KV_KEY_PLUGIN0 && k <= KV_KEY_PLUGIN3; }
+
+int kv_key_set_plugin_name(kv_key k, const char *name) {
+    if (!is_plugin_slot(k) || (name != NULL && strlen(name) >= sizeof g_plugin_names[0])) return -1;
+    snprintf(g_plugin_names[k - KV_KEY_PLUGIN0], sizeof g_plugin_names[0], "%s", name ? name : "");
+    return 0;
+}
+
+const char *kv_key_plugin_name(kv_key k) {
+    if (!is_plugin_slot(k) || g_plugin_names[k - KV_KEY_PLUGIN0][0] == '\0') return NULL;
+    return g_plugin_names[k - KV_KEY_PLUGIN0];
+}
+
 const char *kv_key_name(kv_key k) {
+    const char *plugin = kv_key_plugin_name(k);
+    if (plugin != NULL) return plugin;
     switch (k) {
     case KV_KEY_CPU: return "CPU";
     case KV_KEY_CUDA: return "CUDA";

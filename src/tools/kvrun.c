@@ -73,8 +73,16 @@ static void usage(FILE *f) {
             "                      colon-separated list); repeatable. Without it:\n"
             "                      KV_BACKEND_PATH (same syntax; empty loads none), else\n"
             "                      every build/backends/*.so. A plugin that cannot load\n"
-            "                      or is unavailable is reported on stderr and skipped;\n"
-            "                      its cases are UNSUPPORTED\n"
+            "                      is an ERROR row in every report (exit 1); one that is\n"
+            "                      unavailable here (CUDA without a GPU) gives UNSUPPORTED\n"
+            "                      rows. Each plugin is first loaded in a forked child:\n"
+            "                      a crash, exit or hang while loading is reported, not\n"
+            "                      fatal (KV_BACKEND_PROBE_TIMEOUT, default 30 s)\n"
+            "  --require-backend=NAME[,NAME]  fail the run (ERROR rows) unless these\n"
+            "                      backends are available; repeatable\n"
+            "  --accel-target=NAME the accel device's target: any loaded backend by its\n"
+            "                      name (cpu, sim, cuda, a plugin's own name) or auto;\n"
+            "                      the same as KV_ACCEL_TARGET\n"
             "\n"
             "Environment (perf_dispatch, kv/tune.h): KV_PERFDISPATCH_FORCE=op:variant,...\n"
             "pins kernel variants ('?' lists every op's variants and exits 0; a bad entry\n"
@@ -144,6 +152,7 @@ static const kv_flag kv_flags[] = {
     { "help", KV_FLAG_BOOL, false },       { "version", KV_FLAG_BOOL, false },
     { "list-ops", KV_FLAG_BOOL, false },   { "backend", KV_FLAG_VALUE, true },
     { "gate", KV_FLAG_VALUE, false },      { "perf-reps", KV_FLAG_VALUE, false },
+    { "accel-target", KV_FLAG_VALUE, false }, { "require-backend", KV_FLAG_VALUE, true },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -179,6 +188,9 @@ typedef struct kv_cli {
     int npaths;
     const char **backends;
     int nbackends;
+    char *require_text[16];      /* --require-backend values, split in place */
+    const char *require[64];
+    int nrequire, nrequire_text;
     bool merge, help, version, list_ops;
     bool perf;                   /* --mode=perf */
     kv_perf_options perf_o;
@@ -195,6 +207,22 @@ static int kv_usage_error(const char *fmt, ...) {
     fputs(" (kvrun --help lists the flags)\n", stderr);
     va_end(ap);
     return 2;
+}
+
+/* --require-backend=NAME[,NAME...]: names, spaces around them ignored. */
+static int kv_cli_require(kv_cli *c, const char *v) {
+    if (c->nrequire_text >= (int)(sizeof c->require_text / sizeof c->require_text[0])) return -1;
+    char *copy = strdup(v);
+    if (copy == NULL) return -1;
+    c->require_text[c->nrequire_text++] = copy;
+    for (char *tok = strtok(copy, ","); tok != NULL; tok = strtok(NULL, ",")) {
+        while (*tok == ' ') tok++;
+        size_t n = strlen(tok);
+        while (n > 0 && tok[n - 1] == ' ') tok[--n] = '\0';
+        if (n == 0 || c->nrequire >= (int)(sizeof c->require / sizeof c->require[0])) return -1;
+        c->require[c->nrequire++] = tok;
+    }
+    return c->nrequire > 0 ? 0 : -1;
 }
 
 static int kv_parse_int(const char *s, long lo, long hi, int *out) {
@@ -227,6 +255,12 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         }
     } else if (strcmp(n, "backend") == 0) {
         c->backends[c->nbackends++] = v;
+    } else if (strcmp(n, "accel-target") == 0) {
+        /* The same as KV_ACCEL_TARGET, so forked workers, the repro line
+         * and the library all see one setting; checked by kv_init. */
+        if (setenv("KV_ACCEL_TARGET", v, 1) != 0) return kv_usage_error("--accel-target=%s: cannot set it", v);
+    } else if (strcmp(n, "require-backend") == 0) {
+        if (kv_cli_require(c, v) != 0) return kv_usage_error("--require-backend=%s: expected NAME[,NAME...]", v);
     } else if (strcmp(n, "jobs") == 0) {
         if (kv_parse_int(v, 1, 4096, &c->o.jobs) != 0) {
             return kv_usage_error("--jobs=%s: must be a whole number from 1 to 4096", v);
@@ -411,12 +445,16 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
             return 2;
         }
     }
-    if (kv_init() != KV_OK) {
+    double probe_timeout = 0;
+    if (kv_init() != KV_OK || kv_backend_probe_timeout(&probe_timeout) != KV_OK) {
+        /* A bad KV_* setting (the message names it): a configuration error. */
         fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
         kv_path_list_free(&files);
-        return 1;
+        return 2;
     }
     load_backends(c->backends, c->nbackends);
+    c->o.require_backends = c->require;
+    c->o.nrequire = c->nrequire;
     const int tune_rc = kvrun_tune_env();
     if (tune_rc >= 0) {
         kv_path_list_free(&files);
@@ -481,6 +519,7 @@ int main(int argc, char **argv) {
     }
     free(c.filters);
     free(c.backends);
+    for (int i = 0; i < c.nrequire_text; i++) free(c.require_text[i]);
     free(c.paths);
     return rc;
 }

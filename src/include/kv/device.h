@@ -35,7 +35,9 @@ typedef struct kv_device {
 
 static inline kv_key kv_device_key(kv_device d) { return (kv_key)d.type; }
 static inline int kv_device_equal(kv_device a, kv_device b) { return a.type == b.type && a.index == b.index; }
-const char *kv_device_type_name(kv_device_type t); /* "cpu", "cuda", "sim", "accel", "plugin0".. */
+/* "cpu", "cuda", "sim", "accel", "plugin0".., or a loaded plugin's own name
+ * (kv_key_set_plugin_name). */
+const char *kv_device_type_name(kv_device_type t);
 /* Parses "cpu", "sim", "accel", "cuda:1"; returns 0 on success, -1 if not. */
 int kv_device_parse(const char *text, kv_device *out);
 

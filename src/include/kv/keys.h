@@ -63,6 +63,15 @@ static inline kv_keyset kv_keyset_below(kv_key k) { return kv_keyset_of(k) - 1; 
 
 /* "CPU", "Autograd", "AccelBoxing", ... (PyTorch's spelling). */
 const char *kv_key_name(kv_key k);
+/* A plugin slot (KV_KEY_PLUGIN0..3) is known by its backend's own name
+ * once a backend is loaded into it ("npu" rather than "Plugin0"): the
+ * loader names the slot, and kv_key_name, kv_device_type_name and both
+ * parsers use the name from then on. NULL or "" restores the slot's
+ * default name. Start-up work, like loading. Returns 0, or -1 when k is
+ * not a plugin slot or the name is longer than 31 bytes. */
+int kv_key_set_plugin_name(kv_key k, const char *name);
+/* The plugin-given name of a slot, or NULL when it has none. */
+const char *kv_key_plugin_name(kv_key k);
 /* Accepts kv_key_name spellings; returns 0 on success, -1 if unknown. */
 int kv_key_parse(const char *name, kv_key *out);
 /* Writes "CPU|Conjugate|Autograd" (lowest first; "" when empty) into buf;

@@ -676,7 +676,14 @@ static void fp_judge(const kv_check_ctx *ctx, kv_accel_gate gate, const fp_run *
                             calls, on->config);
         return;
     }
-    if (plain && c->expect == KV_OK && fp_fired(on) == 0) {
+    /* The fast path redispatches to the target's own kernel: a target
+     * without one for this op (a plugin that lacks it, served by a
+     * fallback) can only take the slow path, which the comparison below
+     * still checks. */
+    const kv_key target = kv_accel_target();
+    const bool target_has_kernel =
+        target != KV_KEY_NONE && kv_op_entry_kind(ctx->op, target) == KV_ENTRY_KERNEL;
+    if (plain && c->expect == KV_OK && fp_fired(on) == 0 && target_has_kernel) {
         if (on->live != 0)
             kv_check_result_set(r, KV_RESULT_FAIL,
                                 "fast path never fired: %s with everything on (%s): the plain case's key set has "

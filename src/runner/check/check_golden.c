@@ -1,22 +1,30 @@
-/* The golden check: the reference output of the case's golden problem
- * (contiguous CPU inputs, the CPU kernel) equals the stored golden.
+/* The golden check: the reference kernel's output of the case's golden
+ * problem (contiguous CPU inputs, the CPU `ref` variant) against the
+ * stored golden, which is the correctly rounded truth (issue 14,
+ * runner/golden/exact.h).
  *
- * Outcomes: a missing, corrupt or stale golden is ERROR (never a pass); a
- * differing one is FAIL with the first mismatches when the store has the
- * file, or the two hashes when it is hash-only. Ops that call libm may
- * differ by one ulp across libc versions (kv_tol_golden_rule): such a
- * difference passes, and the message says so. Ops whose values are
- * unspecified (empty) only check dtype and shape, and record zeros.
+ * Outcomes: a missing, corrupt or stale golden is ERROR (never a pass).
+ * Bitwise equal passes. Otherwise the reference is a variant like any
+ * other: it passes when it is within the op's tolerance of the truth
+ * (kv_tol_rule_for, the variants check's rule, with its bounds), and the
+ * message gives its max ulp; beyond it the check FAILs with the first
+ * mismatches (or the two hashes when the store is hash-only). Ops whose
+ * values are unspecified (empty) only check dtype and shape, and record
+ * zeros.
  *
- * Under env->regen_golden the check records the outputs with
- * kv_golden_put instead; kvrun saves the store once at the end, in the
- * parent process (golden.h: regeneration is never concurrent). */
+ * Under env->regen_golden the check computes the exact golden from the
+ * reference's outputs (kv_exact_golden overwrites every floating element
+ * with the correctly rounded value) and records it with kv_golden_put;
+ * kvrun saves the store once at the end, in the parent process (golden.h:
+ * regeneration is never concurrent). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runner/check/check_util.h"
 #include "runner/check/compare.h"
 #include "runner/golden/golden.h"
+#include "runner/golden/exact.h"
 #include "runner/check/tolerance.h"
 
 static bool golden_is_meta(const kv_case *c, const kv_tensor *t) {
@@ -24,9 +32,13 @@ static bool golden_is_meta(const kv_case *c, const kv_tensor *t) {
     return e != NULL && e->kind == KV_CMP_META;
 }
 
-static void golden_record(const kv_check_ctx *ctx, const char *key, const kv_check_ref *ref, kv_check_result *r) {
+static void golden_record(const kv_check_ctx *ctx, const char *key, kv_check_ref *ref, kv_check_result *r) {
     kv_tensor *outs[KV_CASE_MAX_OUTPUTS] = { NULL };
-    kv_status st = KV_OK;
+    kv_status st = kv_exact_golden(ctx->c, ctx->op, &ref->out, kv_exact_run_stats());
+    if (st != KV_OK) {
+        kv_check_result_set(r, KV_RESULT_ERROR, "cannot compute the exact golden: %s", kv_last_error_message());
+        return;
+    }
     for (int i = 0; i < ref->out.n && st == KV_OK; i++) {
         kv_tensor *t = ref->out.t[i];
         if (golden_is_meta(ctx->c, t)) {
@@ -72,8 +84,8 @@ static bool golden_verify_meta(const kv_golden_store *s, const char *key, int i,
 
 /* One output against the store: true when it passes (r untouched except
  * for notes), false with r set. */
-static bool golden_verify_output(const kv_check_ctx *ctx, const char *key, int i, const kv_tensor *t,
-                                 kv_check_result *r) {
+static bool golden_verify_output(const kv_check_ctx *ctx, const kv_check_ref *ref, const char *key, int i,
+                                 const kv_tensor *t, kv_check_result *r) {
     const kv_golden_store *s = ctx->env->golden;
     if (golden_is_meta(ctx->c, t)) return golden_verify_meta(s, key, i, t, r);
     kv_golden_verdict v;
@@ -93,24 +105,34 @@ static bool golden_verify_output(const kv_check_ctx *ctx, const char *key, int i
                             v.message);
         break;
     case KV_GOLDEN_DIFFERS: {
-        const kv_cmp_rule rule = kv_tol_golden_rule(ctx->c, t->dtype);
+        kv_bound_kind bk = KV_BOUND_NONE;
+        const kv_tol_entry *entry = NULL;
+        const kv_cmp_rule rule = kv_tol_rule_for(ctx->c, t->dtype, &bk, &entry);
         if (v.stored == NULL) {
             kv_check_result_set(r, KV_RESULT_FAIL,
                                 "output %d differs from the hash-only golden (MANIFEST hash %016llx, reference %016llx)", i,
                                 (unsigned long long)v.expected_hash, (unsigned long long)v.actual_hash);
             break;
         }
+        double *bounds = NULL;
+        if (rule.kind == KV_CMP_BOUND &&
+            kv_tol_bounds(bk, entry ? entry->value : 0.0, ctx->c, &ref->in, v.stored, i, &bounds) != KV_OK) {
+            kv_check_result_set(r, KV_RESULT_ERROR, "output %d: %s", i, kv_last_error_message());
+            break;
+        }
         kv_cmp_report rep;
-        if (kv_compare(v.stored, t, &rule, NULL, &rep) != KV_OK) {
+        const kv_status cst = kv_compare(v.stored, t, &rule, bounds, &rep);
+        free(bounds);
+        if (cst != KV_OK) {
             kv_check_result_set(r, KV_RESULT_FAIL, "output %d: %s", i, kv_last_error_message());
             break;
         }
         char rs[48];
         kv_cmp_rule_format(&rule, rs, sizeof rs);
         if (rep.mismatched == 0) {
-            /* Bytes differ, values agree under the golden rule: NaN
-             * payloads, or libm's last bit for golden_libm ops. */
-            kv_check_result_append(r, "%soutput %d: bytes differ from the golden but agree under %s (max ulp %g)",
+            /* Bytes differ, values agree under the op's tolerance: the
+             * reference's own error against the truth (or NaN payloads). */
+            kv_check_result_append(r, "%soutput %d: the reference is within %s of the truth (max ulp %g)",
                                    r->message[0] ? "; " : "", i, rs, rep.max_ulps);
             ok = true;
             break;
@@ -157,7 +179,7 @@ void kv_check_golden_run(const kv_check_ctx *ctx) {
                                 recorded, recorded == 1 ? "" : "s", ref.out.n);
         } else {
             bool ok = true;
-            for (int i = 0; i < ref.out.n && ok; i++) ok = golden_verify_output(ctx, key, i, ref.out.t[i], &r);
+            for (int i = 0; i < ref.out.n && ok; i++) ok = golden_verify_output(ctx, &ref, key, i, ref.out.t[i], &r);
             if (ok && r.message[0] == '\0')
                 kv_check_result_set(&r, KV_RESULT_PASS, "bitwise equal to the golden (%d output%s)", ref.out.n,
                                     ref.out.n == 1 ? "" : "s");

@@ -313,7 +313,7 @@ static void row_gradcheck(const kv_check_ctx *ctx) {
         kv_check_result_set(&r, KV_RESULT_FAIL, "gradcheck failed%s%s: %s", where[0] ? " at " : "", where,
                             res.message[0] ? res.message : kv_last_error_message());
     } else {
-        kv_check_result_set(&r, KV_RESULT_ERROR, "gradcheck could not run (%s): %s",
+        kv_check_result_set(&r, kv_check_status_of_failure(ctx->c, st, KV_RESULT_ERROR), "gradcheck could not run (%s): %s",
                             kv_status_name(st != KV_OK ? st : KV_ERR_INTERNAL), kv_last_error_message());
     }
     r.compared = res.elements_checked;
@@ -328,7 +328,8 @@ static void row_dispatch_cache(const kv_check_ctx *ctx) {
     kv_dispatch_cache_set_enabled(true);
     kv_status st = kv_check_grad_compute(ctx, ctx->c->device, &on);
     if (st != KV_OK) {
-        kv_check_result_set(&r, KV_RESULT_ERROR, "gradients with the dispatch cache on: %s", kv_last_error_message());
+        kv_check_result_set(&r, kv_check_status_of_failure(ctx->c, st, KV_RESULT_ERROR),
+                            "gradients with the dispatch cache on: %s", kv_last_error_message());
     } else {
         kv_dispatch_cache_set_enabled(false);
         st = kv_check_grad_compute(ctx, ctx->c->device, &off);

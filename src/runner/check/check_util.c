@@ -154,3 +154,7 @@ kv_status kv_check_vmap_invoke(const kv_op *op, kv_case_inputs *in, kv_case_outp
     if (st != KV_OK) return st;
     return returns_to_outputs(op, &rs, out);
 }
+
+kv_result_status kv_check_status_of_failure(const kv_case *c, kv_status st, kv_result_status otherwise) {
+    return st == KV_ERR_MISSING_KERNEL && c->device.type != KV_DEVICE_CPU ? KV_RESULT_UNSUPPORTED : otherwise;
+}

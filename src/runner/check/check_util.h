@@ -82,4 +82,10 @@ void kv_check_lazy_run(const kv_check_ctx *ctx);  /* check_lazy.c */
 void kv_check_grad_run(const kv_check_ctx *ctx);  /* check_grad.c */
 void kv_check_tune_run(const kv_check_ctx *ctx);  /* check_tune.c */
 
+/* The status of a row whose call failed with `st` where a failure was
+ * not expected: UNSUPPORTED when a device backend has no kernel for the
+ * call (KV_ERR_MISSING_KERNEL off the CPU: a plugin lacking an op or a
+ * dtype, as its variants rows count it), else `otherwise`. */
+kv_result_status kv_check_status_of_failure(const kv_case *c, kv_status st, kv_result_status otherwise);
+
 #endif

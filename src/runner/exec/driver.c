@@ -17,6 +17,7 @@
 #include "runner/check/check_fastpath.h"
 #include "runner/case/filter.h"
 #include "runner/golden/golden.h"
+#include "runner/golden/exact.h"
 #include "runner/report/report.h"
 
 void kv_driver_options_init(kv_driver_options *o) {
@@ -341,6 +342,7 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     kv_put_text(b, cap, &n, " fastpath-gates=%s redispatch-gate=%s kill-switch=%s accel-target=%s",
                 kv_fastpath_gates_name(o->fastpath_gates), kv_accel_gate_name(kv_accel_gate_get()),
                 kv_accel_redispatch_enabled() ? "off" : "on", kv_key_name(kv_accel_target()));
+    kv_driver_backends_meta(meta);
     meta->start_time = (int64_t)time(NULL);
     meta->ncases = nsel;
     if (o->shard_n > 0) {
@@ -362,6 +364,9 @@ static void kv_print_regen(FILE *f, const kv_golden_store *s, const kv_golden_su
     kv_print_refs(f, "added", sum->added_list, sum->added);
     kv_print_refs(f, "changed", sum->changed_list, sum->changed);
     kv_print_refs(f, "removed", sum->removed_list, sum->removed);
+    fprintf(f, "exact goldens (correctly rounded, runner/golden/exact.h):\n");
+    kv_exact_stats_print(f, kv_exact_run_stats());
+    if (kv_exact_verify_bits() > 0) kv_exact_verify_print(f);
 }
 
 /* Every selected case gets one ERROR row: the store could not be opened,
@@ -477,6 +482,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         kv_check_fastpath_set_gates(o->fastpath_gates); /* the forked workers inherit it */
         st = kv_isolate_run(sel, nsel, &env, &cfg, &results);
     }
+    if (st == KV_OK) st = kv_driver_backend_rows(o, &results);
     if (st != KV_OK) {
         fprintf(err, "kvrun: %s\n", kv_last_error_message());
         rc = 1;

@@ -88,10 +88,23 @@ typedef struct kv_driver_options {
      * the exit code; nothing else is written. */
     int (*run_selected)(void *ctx, const kv_case *const *cases, int n, FILE *out);
     void *run_selected_ctx;
+    /* --require-backend=NAME: backends that must be available; each one
+     * that is not is an ERROR row (backends.c). */
+    const char *const *require_backends;
+    int nrequire;
 } kv_driver_options;
 
 /* Every field at its default. */
 void kv_driver_options_init(kv_driver_options *o);
+
+/* backends.c: the run's backends into the report header, and the rows
+ * that make a run fail when a plugin it asked for did not load, a
+ * required backend is not available, or the accel target it named is not
+ * loaded (ERROR); an unavailable plugin gives an UNSUPPORTED row. */
+struct kv_report_meta;
+void kv_driver_backends_meta(struct kv_report_meta *meta);
+struct kv_result_list;
+kv_status kv_driver_backend_rows(const kv_driver_options *o, struct kv_result_list *out);
 
 /* Checks option values; KV_ERR_INVALID_ARG with a message naming the flag
  * and the value ("--shard=3/2: K must be between 1 and N"). */

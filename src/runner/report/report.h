@@ -32,6 +32,17 @@
 #define KV_REPORT_NAME_MAX 128
 #define KV_REPORT_OPTIONS_MAX 1024
 
+/* One backend of a run, for the report headers (runner/exec/backends.c
+ * fills them from the loader's records). */
+#define KV_REPORT_MAX_BACKENDS 12
+typedef struct kv_report_backend {
+    char name[32];       /* "cpu", "sim", a plugin's own name; the path's file name when it never said */
+    char version[64];    /* the plugin's version text, "" when it gave none */
+    char path[256];      /* "" for the built-in CPU backend */
+    char state[16];      /* "built-in", "loaded", "unavailable", "failed" */
+    char reason[640];    /* why not, for unavailable and failed */
+} kv_report_backend;
+
 /* What a run was, for the report headers. */
 typedef struct kv_report_meta {
     char run_name[KV_REPORT_NAME_MAX];   /* e.g. the case files, "" for none */
@@ -44,6 +55,13 @@ typedef struct kv_report_meta {
      * A merged report has shard_n 0 and merged_from = the folder count. */
     int shard_k, shard_n;
     int merged_from;
+    /* Every backend the run asked for, and the accel target (what was
+     * asked for, what it resolved to: "none" when not available). */
+    kv_report_backend backends[KV_REPORT_MAX_BACKENDS];
+    int nbackends;
+    int abi_version;
+    char accel_requested[32];
+    char accel_target[32];
 } kv_report_meta;
 
 /* Every field zero / empty. */

@@ -4,6 +4,7 @@
 #include "runner/report/report_internal.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #define INDENT "      "
 
@@ -80,6 +81,31 @@ static void put_header(FILE *out, const kv_result_list *results, const kv_report
         fputs("== options: ", out);
         put_text(out, meta->options);
         fputc('\n', out);
+    }
+    if (meta && meta->nbackends > 0) {
+        fprintf(out, "== backends (plugin ABI %d):", meta->abi_version);
+        for (int i = 0; i < meta->nbackends; i++) {
+            const kv_report_backend *b = &meta->backends[i];
+            fputs(i ? ", " : " ", out);
+            put_text(out, b->name);
+            fprintf(out, " (%s", b->state);
+            if (b->version[0]) {
+                fputs(", ", out);
+                put_text(out, b->version);
+            }
+            fputc(')', out);
+        }
+        fputs("; accel target: ", out);
+        put_text(out, meta->accel_target);
+        if (strcmp(meta->accel_requested, "auto") == 0) fputs(" (auto)", out);
+        fputc('\n', out);
+        for (int i = 0; i < meta->nbackends; i++) {
+            const kv_report_backend *b = &meta->backends[i];
+            if (!b->reason[0]) continue;
+            fprintf(out, "== backend %s %s: ", b->name, b->state);
+            put_text(out, b->reason);
+            fputc('\n', out);
+        }
     }
 }
 

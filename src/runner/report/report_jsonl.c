@@ -175,6 +175,24 @@ kv_status kv_report_write_meta(const kv_report_meta *meta, const kv_result_list 
     bad |= put(o, "merged_from", json_integer(meta->merged_from));
     bad |= put(o, "results", json_integer(results->n));
     bad |= put(o, "counts", counts);
+    if (meta->nbackends > 0) {
+        json_t *list = json_array();
+        for (int i = 0; list != NULL && i < meta->nbackends; i++) {
+            const kv_report_backend *b = &meta->backends[i];
+            json_t *e = json_object();
+            if (e == NULL) continue;
+            bad |= put(e, "name", str_json(b->name));
+            bad |= put(e, "version", str_json(b->version));
+            bad |= put(e, "path", str_json(b->path));
+            bad |= put(e, "state", str_json(b->state));
+            bad |= put(e, "reason", str_json(b->reason));
+            bad |= json_array_append_new(list, e) != 0;
+        }
+        bad |= put(o, "backends", list);
+        bad |= put(o, "plugin_abi", json_integer(meta->abi_version));
+        bad |= put(o, "accel_requested", str_json(meta->accel_requested));
+        bad |= put(o, "accel_target", str_json(meta->accel_target));
+    }
     kv_report_hits hits[KV_REPORT_GATES];
     if (kv_report_hit_rates(results, hits) > 0) {
         /* Only runs with a fastpath check have it (older readers skip it). */
