@@ -258,6 +258,7 @@ KV_BACKEND_EXPORT int HOSTILE_ENTRY(kv_backend_desc *desc, int abi_version) {
     if (abi_version != KV_BACKEND_ABI_VERSION) return -1;
     host = desc->host;
     snprintf(desc->name, sizeof desc->name, "%s", hostile_name());
+    snprintf(desc->version, sizeof desc->version, "kvsuite hostile test plugin, fault %d", HOSTILE_FAULT);
     /* A driver that failed to initialise, after saying who it is. */
     if (HOSTILE_FAULT == HOSTILE_LOAD_FAIL) return -1;
     desc->device_type = KV_BACKEND_SLOT_ANY;
