@@ -65,6 +65,15 @@ table() {
     # A noisy kernel that is right passes, its output attached to its row.
     row required kernel_noise:harmless kernel_noise    0       'status=PASS op=mul\.Tensor check=variants:hostile_kernel_noise backend=hostile_kernel_noise' -
     row pending  kernel_noise          kernel_noise    0       'op=mul\.Tensor backend=hostile_kernel_noise ~stdout.noise.from.mul ~stderr.noise.from.mul' -
+    # What else a vendor kernel gets wrong.
+    row required kernel_abort          kernel_abort    nonzero 'status=CRASH op=mul\.Tensor ~SIGABRT' -
+    row pending  kernel_abort:named    kernel_abort    nonzero 'status=CRASH op=mul\.Tensor backend=hostile_kernel_abort' -
+    row pending  kernel_noresult       kernel_noresult nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_noresult ~output' -
+    row required kernel_dtype          kernel_dtype    nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_dtype ~dtype' -
+    row pending  kernel_device         kernel_device   nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_device ~device' -
+    row required kernel_unwritten      kernel_unwritten nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_unwritten' -
+    row required kernel_silent         kernel_silent   nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_silent' -
+    row required kernel_copyfail       kernel_copyfail nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_copyfail ~device.lost' -
 }
 
 tmp=$(mktemp -d)

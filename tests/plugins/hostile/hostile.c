@@ -41,6 +41,13 @@
 #define HOSTILE_KERNEL_HOSTLEAK 18 /* 4 MiB of host memory per call, never freed */
 #define HOSTILE_KERNEL_NONDET 19   /* call k is k ulps off in element 0 */
 #define HOSTILE_KERNEL_NOISE 20    /* prints to stdout and stderr on every call */
+#define HOSTILE_KERNEL_ABORT 21    /* abort() half way (a vendor assert) */
+#define HOSTILE_KERNEL_NORESULT 22 /* returns KV_OK and pushes no output */
+#define HOSTILE_KERNEL_DTYPE 23    /* right values as f64 for an f32 op */
+#define HOSTILE_KERNEL_DEVICE 24   /* returns its output in host (CPU) memory */
+#define HOSTILE_KERNEL_UNWRITTEN 25 /* leaves the last output element unwritten */
+#define HOSTILE_KERNEL_SILENT 26   /* fails without saying why (no host->error) */
+#define HOSTILE_KERNEL_COPYFAIL 27 /* its copy to the host fails after a call (device lost) */
 
 #ifndef HOSTILE_FAULT
 #error "build with -DHOSTILE_FAULT=<n> (build.ninja)"
@@ -70,6 +77,13 @@ static const char *hostile_name(void) {
     case HOSTILE_KERNEL_HOSTLEAK: return "hostile_kernel_hostleak";
     case HOSTILE_KERNEL_NONDET: return "hostile_kernel_nondet";
     case HOSTILE_KERNEL_NOISE: return "hostile_kernel_noise";
+    case HOSTILE_KERNEL_ABORT: return "hostile_kernel_abort";
+    case HOSTILE_KERNEL_NORESULT: return "hostile_kernel_noresult";
+    case HOSTILE_KERNEL_DTYPE: return "hostile_kernel_dtype";
+    case HOSTILE_KERNEL_DEVICE: return "hostile_kernel_device";
+    case HOSTILE_KERNEL_UNWRITTEN: return "hostile_kernel_unwritten";
+    case HOSTILE_KERNEL_SILENT: return "hostile_kernel_silent";
+    case HOSTILE_KERNEL_COPYFAIL: return "hostile_kernel_copyfail";
     default: return "hostile_unknown";
     }
 }
@@ -104,6 +118,14 @@ static kv_status mem_copy(void *ctx, void *dst, const void *src, size_t n) {
     (void)ctx;
     memmove(dst, src, n);
     return KV_OK;
+}
+/* Set by the copy-failure fault's kernel: from then on the device is gone
+ * and nothing comes back to the host. */
+static bool hostile_device_lost;
+static kv_status mem_copy_to_host(void *ctx, void *dst, const void *src, size_t n) {
+    if (hostile_device_lost)
+        return host->error(KV_ERR_DEVICE, "%s: copy_to_host: device lost (it stopped answering)", hostile_name());
+    return mem_copy(ctx, dst, src, n);
 }
 static kv_status mem_set(void *ctx, void *dst, int byte, size_t n) {
     (void)ctx;
@@ -168,6 +190,7 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
     const kv_device dev = { my_type, 0 };
     const int64_t n = host->tensor_numel(a);
 
+    if (fault == HOSTILE_KERNEL_SILENT) return KV_ERR_DEVICE; /* and no host->error: no message */
     if (fault == HOSTILE_KERNEL_NOISE) {
         printf("%s: stdout noise from %s, call %u\n", hostile_name(), name, hostile_calls);
         fflush(stdout);
@@ -185,7 +208,9 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
         if (host->tensor_empty(a->sizes, a->ndim, KV_F32, dev) == NULL) return host->last_error();
     }
 
-    kv_tensor *out = host->tensor_empty(a->sizes, a->ndim, KV_F32, dev);
+    const bool as_f64 = fault == HOSTILE_KERNEL_DTYPE;
+    const kv_device out_dev = fault == HOSTILE_KERNEL_DEVICE ? (kv_device){ KV_DEVICE_CPU, 0 } : dev;
+    kv_tensor *out = host->tensor_empty(a->sizes, a->ndim, as_f64 ? KV_F64 : KV_F32, out_dev);
     if (out == NULL) return host->last_error();
     int64_t strides[KV_MAX_DIMS];
     if (fault == HOSTILE_KERNEL_STRIDES && a->ndim >= 2) {
@@ -200,17 +225,26 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
 
     const float *x = f32_data(a), *y = f32_data(b);
     float *z = f32_data(out);
+    double *z64 = (double *)out->storage->data + out->offset;
     for (int64_t i = 0; i < n; i++) {
         if (i == n / 2 && fault == HOSTILE_KERNEL_CRASH) hostile_segfault();
         if (i == n / 2 && fault == HOSTILE_KERNEL_HANG) hostile_hang();
         if (i == n / 2 && fault == HOSTILE_KERNEL_EXIT) _exit(0);
+        if (i == n / 2 && fault == HOSTILE_KERNEL_ABORT) abort();
+        if (i == n - 1 && fault == HOSTILE_KERNEL_UNWRITTEN) break;
         const float v = is_mul ? x[i] * y[i] : x[i] + alpha * y[i];
-        z[strided_offset(a, strides, i)] = v;
+        if (as_f64) z64[i] = v;
+        else z[strided_offset(a, strides, i)] = v;
     }
     if (fault == HOSTILE_KERNEL_OOB) z[n] = -1.0f;
     if (fault == HOSTILE_KERNEL_INPUT && n > 0) ((float *)x)[0] = z[0]; /* input reused as scratch */
     if (fault == HOSTILE_KERNEL_NONDET && n > 0) z[0] = ulps_off(z[0], hostile_calls);
+    if (fault == HOSTILE_KERNEL_COPYFAIL) hostile_device_lost = true;
     if (faulty) hostile_calls++;
+    if (fault == HOSTILE_KERNEL_NORESULT) {
+        host->tensor_release(out);
+        return KV_OK; /* says it worked, returns nothing */
+    }
     host->stack_return_tensors(stack, &out, 1);
     return KV_OK;
 }
@@ -268,7 +302,7 @@ KV_BACKEND_EXPORT int HOSTILE_ENTRY(kv_backend_desc *desc, int abi_version) {
         .alloc = mem_alloc,
         .free = mem_free,
         .copy_to_device = mem_copy,
-        .copy_to_host = mem_copy,
+        .copy_to_host = mem_copy_to_host,
         .copy_on_device = mem_copy,
         .memset = mem_set,
         .synchronize = mem_sync,
