@@ -22,9 +22,20 @@ plugins=build/tests/plugins/hostile
 limit=${KV_HOSTILE_TIMEOUT:-10}
 KV_BACKEND_PROBE_TIMEOUT=3
 export KV_BACKEND_PROBE_TIMEOUT
-# The slice: two exact-fill binary cases with goldens. The plugins' kernel
-# faults are all in mul.Tensor; add.Tensor is the control.
+# The slices. A row's PLUGIN column is PLUGIN or PLUGIN@SLICE.
+#   (plain)  two exact-fill binary cases with goldens, on the CPU: every
+#            backend's kernel runs in the variants and memory checks. The
+#            kernel faults are all in mul.Tensor; add.Tensor is the control.
+#   @grad    the plugin as the accel target, div.Tensor under mode=grad:
+#            div's backward calls the plugin's mul.Tensor (its other ops
+#            run the host reference), so the fault is inside another op.
 slice="--op=add.Tensor,mul.Tensor --dtype=f32 --shape=4x5 --fill=exact --jobs=1 --timeout=2"
+slice_of() { # RUN-ID
+    case $1 in
+    *@grad) echo "--accel-target=hostile_${1%@*} --op=div.Tensor --dtype=f32 --shape=3x4 --mode=grad --device=accel --jobs=1 --timeout=2" ;;
+    *) echo "$slice" ;;
+    esac
+}
 
 # ---- the table ----
 # row MODE NAME PLUGIN EXIT RESULT CONSOLE
@@ -52,8 +63,14 @@ table() {
     row required kernel_crash          kernel_crash    nonzero 'status=CRASH op=mul\.Tensor ~SIGSEGV' -
     row pending  kernel_crash:named    kernel_crash    nonzero 'status=CRASH op=mul\.Tensor backend=hostile_kernel_crash' -
     row required kernel_crash:control  kernel_crash    any     'status=PASS op=add\.Tensor check=variants:hostile_kernel_crash backend=hostile_kernel_crash' -
+    row required kernel_crash:backward kernel_crash@grad nonzero 'status=CRASH op=div\.Tensor ~SIGSEGV' -
+    row pending  kernel_crash:backward-named kernel_crash@grad nonzero 'status=CRASH backend=hostile_kernel_crash ~mul\.Tensor' -
+    row pending  kernel_crash:repro    kernel_crash    nonzero 'status=CRASH op=mul\.Tensor ~"repro":"[^"]*--backend=[^"]*libhostile_kernel_crash\.so' -
+    row pending  kernel_crash:backward-repro kernel_crash@grad nonzero 'status=CRASH ~"repro":"[^"]*--backend=[^"]*libhostile_kernel_crash\.so ~"repro":"[^"]*--accel-target=hostile_kernel_crash' -
     row required kernel_hang           kernel_hang     nonzero 'status=TIMEOUT op=mul\.Tensor' -
     row pending  kernel_hang:named     kernel_hang     nonzero 'status=TIMEOUT op=mul\.Tensor backend=hostile_kernel_hang' -
+    row required kernel_hang:backward  kernel_hang@grad nonzero 'status=TIMEOUT op=div\.Tensor' -
+    row pending  kernel_hang:backward-named kernel_hang@grad nonzero 'status=TIMEOUT backend=hostile_kernel_hang ~mul\.Tensor' -
     row required kernel_exit           kernel_exit     nonzero 'status=(ERROR|CRASH) op=mul\.Tensor ~exit' -
     row pending  kernel_exit:named     kernel_exit     nonzero 'status=(ERROR|CRASH) op=mul\.Tensor backend=hostile_kernel_exit' -
     row pending  kernel_input          kernel_input    nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_input ~input' -
@@ -94,8 +111,8 @@ fi
 for p in $(cut -d "$us" -f 3 "$tmp/table" | sort -u); do
     mkdir -p "$tmp/$p/report"
     (
-        # shellcheck disable=SC2086 # $slice is meant to split into options
-        timeout -k 2 "$limit" "$kvrun" --backend="$plugins/libhostile_$p.so" $slice \
+        # shellcheck disable=SC2046 # the slice is meant to split into options
+        timeout -k 2 "$limit" "$kvrun" --backend="$plugins/libhostile_${p%@*}.so" $(slice_of "$p") \
             --report-dir="$tmp/$p/report" >"$tmp/$p/console" 2>&1
         echo $? >"$tmp/$p/rc"
     ) &
@@ -205,7 +222,7 @@ while IFS="$us" read -r mode name plugin want_exit terms console_pat <&3; do
         if [ -z "$missing" ]; then
             echo "[       OK ] hostile: $name"
         else
-            echo "--- kvrun --backend=$plugins/libhostile_$plugin.so $slice (exit $rc) said:"
+            echo "--- kvrun --backend=$plugins/libhostile_${plugin%@*}.so $(slice_of "$plugin") (exit $rc) said:"
             sed 's/^/    /' "$dir/console" | head -20
             echo "[  FAILED  ] hostile: $name: $missing"
             failed=$((failed + 1))

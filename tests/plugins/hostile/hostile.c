@@ -263,6 +263,11 @@ static kv_status k_mul(const kv_op *op, kv_keyset ks, kv_stack *stack) {
 static kv_status reg(void *ctx, kv_device_type type) {
     (void)ctx;
     my_type = type;
+    /* Every other op runs the host reference on copies of its memory (as
+     * CUDA does for ops it lacks), so a case on this backend as the accel
+     * target gets as far as the backward passes that call its mul.Tensor;
+     * the runner still counts those ops UNSUPPORTED for it. */
+    host->register_fallback((kv_key)type, host->stage_reference);
     kv_status st = host->register_kernel("add.Tensor", (kv_key)type, k_add);
     if (st != KV_OK) return st;
     if (HOSTILE_FAULT == HOSTILE_LOAD_REGISTER)
