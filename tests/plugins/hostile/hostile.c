@@ -10,7 +10,9 @@
  * host must not dereference (host_addressable = 0), so the runner only
  * reaches it through the copy operations, as on a real accelerator. Its
  * kernels are add.Tensor and mul.Tensor on contiguous f32 tensors of one
- * shape (anything else is KV_ERR_MISSING_KERNEL: UNSUPPORTED). Kernel
+ * shape (anything else is KV_ERR_MISSING_KERNEL: UNSUPPORTED); every other
+ * op runs the host reference on copies (host->stage_reference as its
+ * fallback, which the runner counts UNSUPPORTED, not as its kernel). Kernel
  * faults are in mul.Tensor only, so add.Tensor is the control: a report
  * that blames add, or every op, has the attribution wrong. */
 #include <stdbool.h>
@@ -199,7 +201,9 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
     if (fault == HOSTILE_KERNEL_HOSTLEAK) {
         const size_t leak = (size_t)4 << 20;
         void *p = malloc(leak);
-        if (p != NULL) memset(p, 0x5a, leak); /* touched, so it is resident */
+        /* What a leaking vendor library does when the host runs dry. */
+        if (p == NULL) return host->error(KV_ERR_DEVICE, "%s: %s: out of host memory", hostile_name(), name);
+        memset(p, 0x5a, leak); /* touched, so it is resident */
         hostile_leaked = p;
     }
     if (fault == HOSTILE_KERNEL_DEVLEAK) {
