@@ -45,7 +45,7 @@ typedef struct kv_check_result {
     kv_dtype dtype;              /* of the first input: the support-matrix column */
     kv_result_status status;
     char message[KV_RESULT_MESSAGE_MAX];
-    char repro[KV_CASE_ID_MAX];
+    char repro[KV_CASE_REPRO_MAX];
     double seconds;
     /* Comparison detail (FAIL of a data check). */
     int64_t compared, mismatched;
