@@ -65,8 +65,8 @@ table() {
     row required kernel_crash:control  kernel_crash    any     'status=PASS op=add\.Tensor check=variants:hostile_kernel_crash backend=hostile_kernel_crash' -
     row required kernel_crash:backward kernel_crash@grad nonzero 'status=CRASH op=div\.Tensor ~SIGSEGV' -
     row pending  kernel_crash:backward-named kernel_crash@grad nonzero 'status=CRASH backend=hostile_kernel_crash ~mul\.Tensor' -
-    row pending  kernel_crash:repro    kernel_crash    nonzero 'status=CRASH op=mul\.Tensor ~"repro":"[^"]*--backend=[^"]*libhostile_kernel_crash\.so' -
-    row pending  kernel_crash:backward-repro kernel_crash@grad nonzero 'status=CRASH ~"repro":"[^"]*--backend=[^"]*libhostile_kernel_crash\.so ~"repro":"[^"]*--accel-target=hostile_kernel_crash' -
+    row required kernel_crash:repro    kernel_crash    nonzero 'status=CRASH op=mul\.Tensor ~"repro":"[^"]*--backend=[^"]*libhostile_kernel_crash\.so' -
+    row required kernel_crash:backward-repro kernel_crash@grad nonzero 'status=CRASH ~"repro":"[^"]*--backend=[^"]*libhostile_kernel_crash\.so ~"repro":"[^"]*--accel-target=hostile_kernel_crash' -
     row required kernel_hang           kernel_hang     nonzero 'status=TIMEOUT op=mul\.Tensor' -
     row pending  kernel_hang:named     kernel_hang     nonzero 'status=TIMEOUT op=mul\.Tensor backend=hostile_kernel_hang' -
     row required kernel_hang:backward  kernel_hang@grad nonzero 'status=TIMEOUT op=div\.Tensor' -
