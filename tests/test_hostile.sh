@@ -26,12 +26,14 @@ export KV_BACKEND_PROBE_TIMEOUT
 #   (plain)  two exact-fill binary cases with goldens, on the CPU: every
 #            backend's kernel runs in the variants and memory checks. The
 #            kernel faults are all in mul.Tensor; add.Tensor is the control.
+#   @require the plain slice with --require-backend=<the plugin>
 #   @grad    the plugin as the accel target, div.Tensor under mode=grad:
 #            div's backward calls the plugin's mul.Tensor (its other ops
 #            run the host reference), so the fault is inside another op.
 slice="--op=add.Tensor,mul.Tensor --dtype=f32 --shape=4x5 --fill=exact --jobs=1 --timeout=2"
 slice_of() { # RUN-ID
     case $1 in
+    *@require) echo "--require-backend=hostile_${1%@*} $slice" ;;
     *@grad) echo "--accel-target=hostile_${1%@*} --op=div.Tensor --dtype=f32 --shape=3x4 --mode=grad --device=accel --jobs=1 --timeout=2" ;;
     *) echo "$slice" ;;
     esac
@@ -41,6 +43,7 @@ slice_of() { # RUN-ID
 # row MODE NAME PLUGIN EXIT RESULT CONSOLE
 #   PLUGIN   build/tests/plugins/hostile/libhostile_PLUGIN.so; its backend
 #            (descriptor) name is hostile_PLUGIN
+#            (load_missing names no file on purpose)
 #   EXIT     nonzero, 0, or any
 #   RESULT   terms one results.jsonl line must all match (case-
 #            insensitive), space-separated: KEY=ERE matches the field
@@ -58,6 +61,12 @@ table() {
     row required load_register         load_register   nonzero 'status=ERROR ~libhostile_load_register\.so ~regist' 'libhostile_load_register\.so.*regist'
     row required load_noentry          load_noentry    nonzero 'status=ERROR ~libhostile_load_noentry\.so ~kv_backend_entry' 'libhostile_load_noentry\.so.*kv_backend_entry'
     row required load_notso            load_notso      nonzero 'status=ERROR ~libhostile_load_notso\.so ~(ELF|shared.object|cannot.load)' 'libhostile_load_notso\.so.*(ELF|shared object|cannot load)'
+    row required load_missing          load_missing    nonzero 'status=ERROR ~libhostile_load_missing\.so ~(no.such.file|cannot)' 'libhostile_load_missing\.so'
+    # Unavailable is not a fault: UNSUPPORTED rows and exit 0, unless the
+    # backend is required (@require).
+    row required load_unavailable      load_unavailable 0      'status=UNSUPPORTED check=load backend=hostile_load_unavailable ~no.hostile.device' 'hostile_load_unavailable.*no hostile device'
+    row pending  load_unavailable:named load_unavailable 0     'status=UNSUPPORTED op=add\.Tensor check=variants:hostile_load_unavailable backend=hostile_load_unavailable' -
+    row required load_unavailable:required load_unavailable@require nonzero 'status=ERROR check=load backend=hostile_load_unavailable ~require' -
     # In mul.Tensor. The case's status is right today; the :named rows want
     # it reported against the plugin, not the CPU (issue 11 item 4).
     row required kernel_crash          kernel_crash    nonzero 'status=CRASH op=mul\.Tensor ~SIGSEGV' -
@@ -89,6 +98,7 @@ table() {
     row required kernel_dtype          kernel_dtype    nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_dtype ~dtype' -
     row pending  kernel_device         kernel_device   nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_device ~device' -
     row required kernel_unwritten      kernel_unwritten nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_unwritten' -
+    row pending  kernel_unwritten:check-name kernel_unwritten nonzero 'status=FAIL check=variants:hostile_kernel_unwritten' -
     row required kernel_silent         kernel_silent   nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_silent' -
     row required kernel_copyfail       kernel_copyfail nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_copyfail ~device.lost' -
 }

@@ -32,6 +32,7 @@
 #define HOSTILE_LOAD_FAIL 5     /* the entry point returns -1 */
 #define HOSTILE_LOAD_REGISTER 6 /* register_kernels fails half way */
 #define HOSTILE_LOAD_NOENTRY 7  /* exports a misspelt entry point */
+#define HOSTILE_LOAD_UNAVAILABLE 8 /* loads, but says it cannot run here */
 /* In mul.Tensor. */
 #define HOSTILE_KERNEL_CRASH 11
 #define HOSTILE_KERNEL_HANG 12
@@ -69,6 +70,7 @@ static const char *hostile_name(void) {
     case HOSTILE_LOAD_FAIL: return "hostile_load_fail";
     case HOSTILE_LOAD_REGISTER: return "hostile_load_register";
     case HOSTILE_LOAD_NOENTRY: return "hostile_load_noentry";
+    case HOSTILE_LOAD_UNAVAILABLE: return "hostile_load_unavailable";
     case HOSTILE_KERNEL_CRASH: return "hostile_kernel_crash";
     case HOSTILE_KERNEL_HANG: return "hostile_kernel_hang";
     case HOSTILE_KERNEL_EXIT: return "hostile_kernel_exit";
@@ -307,6 +309,11 @@ KV_BACKEND_EXPORT int HOSTILE_ENTRY(kv_backend_desc *desc, int abi_version) {
     desc->device_type = KV_BACKEND_SLOT_ANY;
     desc->available = 1;
     desc->host_addressable = 0;
+    if (HOSTILE_FAULT == HOSTILE_LOAD_UNAVAILABLE) {
+        /* Not a fault of the plugin: a machine without its device. */
+        desc->available = 0;
+        snprintf(desc->reason, sizeof desc->reason, "no hostile device on this machine");
+    }
     desc->mem = (kv_backend_mem_ops){
         .alloc = mem_alloc,
         .free = mem_free,
