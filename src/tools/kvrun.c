@@ -89,12 +89,17 @@ static void usage(FILE *f) {
             "exits 2), KV_PERFDISPATCH_LOG=1 logs each choice, KV_PERFDISPATCH_RETUNE=N\n"
             "re-tunes a geometry after N calls. --check=tune checks the choices.\n"
             "\n"
+            "--check=accuracy measures every backend and variant in ulps against the\n"
+            "correctly rounded truth (max and 99.9%%: %s/accuracy.md, accuracy.jsonl);\n"
+            "--fill=sweep walks a dtype's bit patterns. The full sweep:\n"
+            "  kvrun cases/accuracy/sweep.sweep --timeout=900\n"
+            "\n"
             "A case line pastes after kvrun unchanged; every failure prints a repro line.\n"
             "Cases with the same ID run once. A run that selects no case is an error.\n"
             "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
             "2 usage errors (bad flags, malformed case lines, nothing selected).\n",
             KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR,
-            KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP);
+            KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP, KV_DRIVER_DEFAULT_REPORT_DIR);
 }
 
 /* Loads the backend plugins (kv_init never does): one stderr line per

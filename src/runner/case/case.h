@@ -40,7 +40,8 @@ typedef enum kv_layout {
 typedef enum kv_fill {
     KV_FILL_EXACT,               /* small dyadic values: results exact in the output dtype */
     KV_FILL_REAL,                /* uniform over the op's domain */
-    KV_FILL_SPECIAL              /* NaN, +-Inf, +-0, subnormals, extremes */
+    KV_FILL_SPECIAL,             /* NaN, +-Inf, +-0, subnormals, extremes */
+    KV_FILL_SWEEP                /* a stratified walk over the dtype's bit patterns (accuracy sweeps) */
 } kv_fill;
 
 /* Checks a case can request (check=). A bit set: a case runs several. */
@@ -53,6 +54,7 @@ typedef enum kv_check_kind {
     KV_CHECK_GRAD,               /* gradcheck, and gradients equal across paths (check_grad.c) */
     KV_CHECK_FASTPATH,           /* device=accel: every fast path ON vs OFF bit for bit, and the counters (check_fastpath.c) */
     KV_CHECK_TUNE,               /* perf_dispatch: the choice is compatible, forced variants equal direct calls (check_tune.c) */
+    KV_CHECK_ACCURACY,           /* ulp error of every backend and variant against the truth (check_accuracy.c) */
     KV_CHECK_KIND_COUNT
 } kv_check_kind;
 

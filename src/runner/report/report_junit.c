@@ -94,7 +94,7 @@ static void put_testcase(FILE *f, const kv_check_result *r) {
     case KV_RESULT_PASS:
     case KV_RESULT_XFAIL: break;
     }
-    const bool has_out = r->status == KV_RESULT_XFAIL || r->repro[0];
+    const bool has_out = r->status == KV_RESULT_XFAIL || r->repro[0] || r->output[0];
     if (tag == NULL && !has_out) {
         fputs("/>\n", f);
         return;
@@ -117,6 +117,12 @@ static void put_testcase(FILE *f, const kv_check_result *r) {
         if (r->repro[0]) {
             fputs("repro: ", f);
             kv_report_put_escaped(f, r->repro, false);
+            fputc('\n', f);
+        }
+        /* What the case printed (a plugin's lines), captured by its worker. */
+        if (r->output[0]) {
+            fputs("output:\n", f);
+            kv_report_put_escaped(f, r->output, false);
             fputc('\n', f);
         }
         fputs("</system-out>\n", f);
