@@ -13,6 +13,7 @@
 #   gcovr                    ninja coverage (part of ninja check)
 #   libdnnl-dev              the oneDNN backend plugin (kernels/onednn)
 #   libmpfr-dev              correctly rounded goldens
+#   pkg-config               build/kvsuite.pc, the out-of-tree plugin recipe
 #   gcc-aarch64-linux-gnu qemu-user libmpfr-dev:arm64 libgmp-dev:arm64
 #   libxxhash-dev:arm64 libjansson-dev:arm64
 #                            ninja cross-golden (part of ninja check): the
@@ -20,7 +21,7 @@
 #                            run under qemu; needs the arm64 architecture
 #                            (dpkg --add-architecture arm64, done below)
 set -eu
-pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev"
+pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config"
 pkgs="$pkgs gcc-aarch64-linux-gnu qemu-user libmpfr-dev:arm64 libgmp-dev:arm64 libxxhash-dev:arm64 libjansson-dev:arm64"
 
 missing=""

@@ -30,6 +30,18 @@ count=$((count + 1))
 echo "=== layers"
 sh tests/test_layers.sh || failed="$failed layers"
 
+# The hostile plugins (tests/plugins/hostile/): each fault reported with
+# its status, backend and op; rows not detected yet print PENDING.
+count=$((count + 1))
+echo "=== hostile plugins"
+sh tests/test_hostile.sh || failed="$failed hostile"
+
+# Bringing up a backend (README "Bringing up your backend"): a copy of
+# kernels/sim built out of tree with build/kvsuite.pc, run as a backend.
+count=$((count + 1))
+echo "=== bring-up"
+sh tests/test_bringup.sh || failed="$failed bringup"
+
 # The suite itself, as one more program: every case file against the
 # committed golden store (reports go under build/, not into reports/).
 count=$((count + 1))
