@@ -143,22 +143,22 @@ static kv_status binary_run(const binary_spec *s, const kv_op *op, kv_stack *sta
     }
 
 #define DT_CMP (DT(KV_F32) | DT(KV_BF16) | DT(KV_F16) | DT_BYTE)
-BINARY_KERNEL(dnnl_add, "add.Tensor", dnnl_binary_add, BINARY_ARITH, true, false, DT(KV_F32))
-BINARY_KERNEL(dnnl_add_, "add_.Tensor", dnnl_binary_add, BINARY_ARITH, true, true, DT(KV_F32))
-BINARY_KERNEL(dnnl_sub, "sub.Tensor", dnnl_binary_sub, BINARY_ARITH, true, false, DT(KV_F32))
-BINARY_KERNEL(dnnl_mul, "mul.Tensor", dnnl_binary_mul, BINARY_ARITH, false, false, DT(KV_F32))
-BINARY_KERNEL(dnnl_mul_, "mul_.Tensor", dnnl_binary_mul, BINARY_ARITH, false, true, DT(KV_F32))
-BINARY_KERNEL(dnnl_div, "div.Tensor", dnnl_binary_div, BINARY_ARITH, false, false, DT(KV_F32))
-BINARY_KERNEL(dnnl_maximum, "maximum", dnnl_binary_max, BINARY_ARITH, false, false, DT_BYTE)
-BINARY_KERNEL(dnnl_minimum, "minimum", dnnl_binary_min, BINARY_ARITH, false, false, DT_BYTE)
-BINARY_KERNEL(dnnl_eq, "eq.Tensor", dnnl_binary_eq, BINARY_COMPARE, false, false, DT_CMP)
-BINARY_KERNEL(dnnl_lt, "lt.Tensor", dnnl_binary_lt, BINARY_COMPARE, false, false, DT_CMP)
+BINARY_KERNEL(od_add, "add.Tensor", dnnl_binary_add, BINARY_ARITH, true, false, DT(KV_F32))
+BINARY_KERNEL(od_add_, "add_.Tensor", dnnl_binary_add, BINARY_ARITH, true, true, DT(KV_F32))
+BINARY_KERNEL(od_sub, "sub.Tensor", dnnl_binary_sub, BINARY_ARITH, true, false, DT(KV_F32))
+BINARY_KERNEL(od_mul, "mul.Tensor", dnnl_binary_mul, BINARY_ARITH, false, false, DT(KV_F32))
+BINARY_KERNEL(od_mul_, "mul_.Tensor", dnnl_binary_mul, BINARY_ARITH, false, true, DT(KV_F32))
+BINARY_KERNEL(od_div, "div.Tensor", dnnl_binary_div, BINARY_ARITH, false, false, DT(KV_F32))
+BINARY_KERNEL(od_maximum, "maximum", dnnl_binary_max, BINARY_ARITH, false, false, DT_BYTE)
+BINARY_KERNEL(od_minimum, "minimum", dnnl_binary_min, BINARY_ARITH, false, false, DT_BYTE)
+BINARY_KERNEL(od_eq, "eq.Tensor", dnnl_binary_eq, BINARY_COMPARE, false, false, DT_CMP)
+BINARY_KERNEL(od_lt, "lt.Tensor", dnnl_binary_lt, BINARY_COMPARE, false, false, DT_CMP)
 
 static const kv_dnnl_reg binary_kernels[] = {
-    { "add.Tensor", dnnl_add }, { "add_.Tensor", dnnl_add_ }, { "sub.Tensor", dnnl_sub },
-    { "mul.Tensor", dnnl_mul }, { "mul_.Tensor", dnnl_mul_ }, { "div.Tensor", dnnl_div },
-    { "maximum", dnnl_maximum }, { "minimum", dnnl_minimum }, { "eq.Tensor", dnnl_eq },
-    { "lt.Tensor", dnnl_lt },
+    { "add.Tensor", od_add }, { "add_.Tensor", od_add_ }, { "sub.Tensor", od_sub },
+    { "mul.Tensor", od_mul }, { "mul_.Tensor", od_mul_ }, { "div.Tensor", od_div },
+    { "maximum", od_maximum }, { "minimum", od_minimum }, { "eq.Tensor", od_eq },
+    { "lt.Tensor", od_lt },
 };
 
 kv_status kv_dnnl_register_binary(kv_key key) {

@@ -92,13 +92,13 @@ static kv_status eltwise_kernel(const eltwise_spec *s, const kv_op *op, kv_stack
         return eltwise_kernel(&spec, op, stack);                               \
     }
 
-ELTWISE_KERNEL(dnnl_abs, "abs", dnnl_eltwise_abs, 0.f, 0.f, DT(KV_F32))
-ELTWISE_KERNEL(dnnl_sqrt, "sqrt", dnnl_eltwise_sqrt, 0.f, 0.f, DT(KV_F32))
-ELTWISE_KERNEL(dnnl_tanh, "tanh", dnnl_eltwise_tanh, 0.f, 0.f, DT(KV_F32))
+ELTWISE_KERNEL(od_abs, "abs", dnnl_eltwise_abs, 0.f, 0.f, DT(KV_F32))
+ELTWISE_KERNEL(od_sqrt, "sqrt", dnnl_eltwise_sqrt, 0.f, 0.f, DT(KV_F32))
+ELTWISE_KERNEL(od_tanh, "tanh", dnnl_eltwise_tanh, 0.f, 0.f, DT(KV_F32))
 /* relu's negative slope alpha = 0; integer data only (see the top). */
-ELTWISE_KERNEL(dnnl_relu, "relu", dnnl_eltwise_relu, 0.f, 0.f, DT_BYTE)
+ELTWISE_KERNEL(od_relu, "relu", dnnl_eltwise_relu, 0.f, 0.f, DT_BYTE)
 
-static kv_status dnnl_gelu(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+static kv_status od_gelu(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     (void)ks;
     const char *approximate = kv_arg_is_none(stack, 1) ? "none" : kv_arg_str(stack, 1);
     dnnl_alg_kind_t alg;
@@ -117,7 +117,7 @@ static bool pow_exponent_ok(double e) {
     return false;
 }
 
-static kv_status dnnl_pow(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+static kv_status od_pow(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     (void)ks;
     const kv_host_api *h = kv_dnnl_host;
     kv_tensor *self = kv_arg_tensor(stack, 0);
@@ -134,7 +134,7 @@ static kv_status dnnl_pow(const kv_op *op, kv_keyset ks, kv_stack *stack) {
  * input (+0 -> -0). eltwise_linear(-1, 0) computes -x + 0, which turns the
  * -0 of -(+0) into +0. src0 may have any strides; f32 only (bf16 stores
  * flush subnormals, see the top). */
-static kv_status dnnl_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+static kv_status od_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     (void)ks;
     const kv_host_api *h = kv_dnnl_host;
     const char *name = "neg";
@@ -167,8 +167,8 @@ static kv_status dnnl_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {
 }
 
 static const kv_dnnl_reg eltwise_kernels[] = {
-    { "abs", dnnl_abs },   { "neg", dnnl_neg },   { "sqrt", dnnl_sqrt },  { "tanh", dnnl_tanh },
-    { "gelu", dnnl_gelu }, { "relu", dnnl_relu }, { "pow.Tensor_Scalar", dnnl_pow },
+    { "abs", od_abs },   { "neg", od_neg },   { "sqrt", od_sqrt },  { "tanh", od_tanh },
+    { "gelu", od_gelu }, { "relu", od_relu }, { "pow.Tensor_Scalar", od_pow },
 };
 
 kv_status kv_dnnl_register_eltwise(kv_key key) {

@@ -18,7 +18,7 @@ kv_device_type kv_dnnl_type = KV_BACKEND_SLOT_ANY;
 /* 64-byte aligned (a cache line, and oneDNN's preferred alignment for
  * AVX-512 loads). Zero-byte requests get a real block, so every
  * allocation has a unique address, as with the CPU allocator. */
-static void *dnnl_alloc(void *context, size_t nbytes) {
+static void *od_alloc(void *context, size_t nbytes) {
     (void)context;
     size_t rounded = (nbytes + 63u) & ~(size_t)63u;
     if (rounded < nbytes) return NULL;
@@ -26,19 +26,19 @@ static void *dnnl_alloc(void *context, size_t nbytes) {
     return aligned_alloc(64, rounded);
 }
 
-static void dnnl_free(void *context, void *ptr, size_t nbytes) {
+static void od_free(void *context, void *ptr, size_t nbytes) {
     (void)context;
     (void)nbytes;
     free(ptr);
 }
 
-static kv_status dnnl_copy(void *context, void *dst, const void *src, size_t nbytes) {
+static kv_status od_copy(void *context, void *dst, const void *src, size_t nbytes) {
     (void)context;
     memmove(dst, src, nbytes);
     return KV_OK;
 }
 
-static kv_status dnnl_memset(void *context, void *dst, int byte, size_t nbytes) {
+static kv_status od_memset(void *context, void *dst, int byte, size_t nbytes) {
     (void)context;
     memset(dst, byte, nbytes);
     return KV_OK;
@@ -46,12 +46,12 @@ static kv_status dnnl_memset(void *context, void *dst, int byte, size_t nbytes) 
 
 /* Every primitive is waited for (dnnl_stream_wait) before its kernel
  * returns: there is never queued work. */
-static kv_status dnnl_synchronize(void *context) {
+static kv_status od_synchronize(void *context) {
     (void)context;
     return KV_OK;
 }
 
-static kv_status dnnl_register(void *context, kv_device_type type) {
+static kv_status od_register(void *context, kv_device_type type) {
     (void)context;
     kv_dnnl_type = type;
     const kv_key key = (kv_key)type;
@@ -88,14 +88,14 @@ KV_BACKEND_EXPORT int kv_backend_entry(kv_backend_desc *desc, int abi_version) {
     desc->host_addressable = 1;
     desc->context = NULL;
     desc->mem = (kv_backend_mem_ops){
-        .alloc = dnnl_alloc,
-        .free = dnnl_free,
-        .copy_to_device = dnnl_copy,
-        .copy_to_host = dnnl_copy,
-        .copy_on_device = dnnl_copy,
-        .memset = dnnl_memset,
-        .synchronize = dnnl_synchronize,
+        .alloc = od_alloc,
+        .free = od_free,
+        .copy_to_device = od_copy,
+        .copy_to_host = od_copy,
+        .copy_on_device = od_copy,
+        .memset = od_memset,
+        .synchronize = od_synchronize,
     };
-    desc->register_kernels = dnnl_register;
+    desc->register_kernels = od_register;
     return 0;
 }

@@ -12,16 +12,16 @@
 
 /* ---- engine and streams ---- */
 
-static dnnl_engine_t dnnl_eng;
-static dnnl_status_t dnnl_eng_status = dnnl_success;
-static pthread_key_t dnnl_stream_key;
-static pthread_once_t dnnl_once = PTHREAD_ONCE_INIT;
+static dnnl_engine_t od_eng;
+static dnnl_status_t od_eng_status = dnnl_success;
+static pthread_key_t od_stream_key;
+static pthread_once_t od_once = PTHREAD_ONCE_INIT;
 
-static void dnnl_stream_free(void *p) { dnnl_stream_destroy((dnnl_stream_t)p); }
+static void od_stream_free(void *p) { dnnl_stream_destroy((dnnl_stream_t)p); }
 
-static void dnnl_init_once(void) {
-    dnnl_eng_status = dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0);
-    pthread_key_create(&dnnl_stream_key, dnnl_stream_free);
+static void od_init_once(void) {
+    od_eng_status = dnnl_engine_create(&od_eng, dnnl_cpu, 0);
+    pthread_key_create(&od_stream_key, od_stream_free);
 }
 
 kv_status kv_dnnl_fail(const char *op, const char *what, dnnl_status_t s) {
@@ -29,12 +29,12 @@ kv_status kv_dnnl_fail(const char *op, const char *what, dnnl_status_t s) {
 }
 
 dnnl_engine_t kv_dnnl_engine(void) {
-    pthread_once(&dnnl_once, dnnl_init_once);
-    if (dnnl_eng_status != dnnl_success) {
-        kv_dnnl_fail("onednn", "dnnl_engine_create(cpu)", dnnl_eng_status);
+    pthread_once(&od_once, od_init_once);
+    if (od_eng_status != dnnl_success) {
+        kv_dnnl_fail("onednn", "dnnl_engine_create(cpu)", od_eng_status);
         return NULL;
     }
-    return dnnl_eng;
+    return od_eng;
 }
 
 /* One stream per thread: a CPU stream is cheap, and a stream shared
@@ -43,10 +43,10 @@ dnnl_engine_t kv_dnnl_engine(void) {
  * libgomp thread pool left in a process that forks hangs the child's
  * first parallel region; one thread also makes every reduction order,
  * and so every result, the same from run to run. */
-static dnnl_stream_t dnnl_thread_stream(const char *op) {
+static dnnl_stream_t od_thread_stream(const char *op) {
     dnnl_engine_t eng = kv_dnnl_engine();
     if (eng == NULL) return NULL;
-    dnnl_stream_t s = pthread_getspecific(dnnl_stream_key);
+    dnnl_stream_t s = pthread_getspecific(od_stream_key);
     if (s != NULL) return s;
     omp_set_num_threads(1);
     const dnnl_status_t st = dnnl_stream_create(&s, eng, dnnl_stream_default_flags);
@@ -54,7 +54,7 @@ static dnnl_stream_t dnnl_thread_stream(const char *op) {
         kv_dnnl_fail(op, "dnnl_stream_create", st);
         return NULL;
     }
-    pthread_setspecific(dnnl_stream_key, s);
+    pthread_setspecific(od_stream_key, s);
     return s;
 }
 
@@ -135,7 +135,7 @@ kv_status kv_dnnl_md_of(const char *op, const kv_tensor *t, dnnl_data_type_t dt,
     return kv_dnnl_md(op, t->sizes, t->strides, t->ndim, dt, md);
 }
 
-static void dnnl_dense_strides(const int64_t *sizes, int ndim, int64_t *strides) {
+static void od_dense_strides(const int64_t *sizes, int ndim, int64_t *strides) {
     int64_t s = 1;
     for (int d = ndim - 1; d >= 0; d--) {
         strides[d] = s;
@@ -146,7 +146,7 @@ static void dnnl_dense_strides(const int64_t *sizes, int ndim, int64_t *strides)
 kv_status kv_dnnl_md_dense(const char *op, const int64_t *sizes, int ndim, dnnl_data_type_t dt,
                            dnnl_memory_desc_t *md) {
     int64_t strides[KV_DNNL_MAX_DIMS];
-    dnnl_dense_strides(sizes, ndim, strides);
+    od_dense_strides(sizes, ndim, strides);
     return kv_dnnl_md(op, sizes, strides, ndim, dt, md);
 }
 
@@ -189,7 +189,7 @@ kv_status kv_dnnl_md_raw(const char *op, kv_dtype dt, const int64_t *sizes, cons
 kv_status kv_dnnl_run_pd(const char *op, const char *what, dnnl_primitive_desc_t pd, const kv_dnnl_arg *args,
                          int nargs) {
     dnnl_engine_t eng = kv_dnnl_engine();
-    dnnl_stream_t stream = eng ? dnnl_thread_stream(op) : NULL;
+    dnnl_stream_t stream = eng ? od_thread_stream(op) : NULL;
     if (stream == NULL) {
         dnnl_primitive_desc_destroy(pd);
         return kv_dnnl_host->last_error();
@@ -218,7 +218,7 @@ kv_status kv_dnnl_run_pd(const char *op, const char *what, dnnl_primitive_desc_t
     return st;
 }
 
-static kv_status dnnl_pd_failed(const char *op, const char *what, dnnl_status_t s) {
+static kv_status od_pd_failed(const char *op, const char *what, dnnl_status_t s) {
     if (s == dnnl_unimplemented)
         return kv_dnnl_host->error(KV_ERR_MISSING_KERNEL,
                                    "%s: no oneDNN kernel for this call: oneDNN has no %s implementation for these "
@@ -233,7 +233,7 @@ kv_status kv_dnnl_run(const char *op, const char *what, const_dnnl_op_desc_t op_
     if (eng == NULL) return kv_dnnl_host->last_error();
     dnnl_primitive_desc_t pd;
     const dnnl_status_t s = dnnl_primitive_desc_create(&pd, op_desc, attr, eng, NULL);
-    if (s != dnnl_success) return dnnl_pd_failed(op, what, s);
+    if (s != dnnl_success) return od_pd_failed(op, what, s);
     return kv_dnnl_run_pd(op, what, pd, args, nargs);
 }
 
@@ -243,7 +243,7 @@ kv_status kv_dnnl_reorder(const char *op, const dnnl_memory_desc_t *src_md, void
     if (eng == NULL) return kv_dnnl_host->last_error();
     dnnl_primitive_desc_t pd;
     const dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, src_md, eng, dst_md, eng, NULL);
-    if (s != dnnl_success) return dnnl_pd_failed(op, "reorder", s);
+    if (s != dnnl_success) return od_pd_failed(op, "reorder", s);
     const kv_dnnl_arg args[2] = { { DNNL_ARG_FROM, src_md, src }, { DNNL_ARG_TO, dst_md, dst } };
     return kv_dnnl_run_pd(op, "reorder", pd, args, 2);
 }
@@ -251,7 +251,7 @@ kv_status kv_dnnl_reorder(const char *op, const dnnl_memory_desc_t *src_md, void
 kv_status kv_dnnl_copy_dense(const char *op, const kv_tensor *t, void *dst) {
     dnnl_memory_desc_t smd, dmd;
     int64_t dense[KV_MAX_DIMS];
-    dnnl_dense_strides(t->sizes, t->ndim, dense);
+    od_dense_strides(t->sizes, t->ndim, dense);
     kv_status st = kv_dnnl_md_raw(op, t->dtype, t->sizes, t->strides, t->ndim, &smd);
     if (st == KV_OK) st = kv_dnnl_md_raw(op, t->dtype, t->sizes, dense, t->ndim, &dmd);
     if (st == KV_OK) st = kv_dnnl_reorder(op, &smd, kv_dnnl_ptr(t), &dmd, dst);
@@ -261,14 +261,14 @@ kv_status kv_dnnl_copy_dense(const char *op, const kv_tensor *t, void *dst) {
 /* ---- declining ---- */
 
 /* Host copies of the call's device arguments, for the reference. */
-typedef struct dnnl_probe {
+typedef struct od_probe {
     kv_tensor *owned[KV_STACK_MAX * 4];
     int nowned;
     kv_tensor **lists[KV_STACK_MAX];
     int nlists;
-} dnnl_probe;
+} od_probe;
 
-static kv_tensor *dnnl_probe_copy(dnnl_probe *p, kv_tensor *t) {
+static kv_tensor *od_probe_copy(od_probe *p, kv_tensor *t) {
     if (!kv_dnnl_on_device(t)) return t;
     if (p->nowned == (int)(sizeof p->owned / sizeof p->owned[0])) {
         kv_dnnl_host->error(KV_ERR_INTERNAL, "onednn: too many tensor arguments to check");
@@ -279,9 +279,9 @@ static kv_tensor *dnnl_probe_copy(dnnl_probe *p, kv_tensor *t) {
     return c;
 }
 
-static kv_status dnnl_probe_arg(dnnl_probe *p, kv_ivalue *v) {
+static kv_status od_probe_arg(od_probe *p, kv_ivalue *v) {
     if (v->tag == KV_IV_TENSOR) {
-        v->v.tensor = dnnl_probe_copy(p, v->v.tensor);
+        v->v.tensor = od_probe_copy(p, v->v.tensor);
         return v->v.tensor ? KV_OK : kv_dnnl_host->last_error();
     }
     if (v->tag == KV_IV_TENSOR_LIST && v->v.tensors.n > 0) {
@@ -289,7 +289,7 @@ static kv_status dnnl_probe_arg(dnnl_probe *p, kv_ivalue *v) {
         if (items == NULL) return kv_dnnl_host->error(KV_ERR_OOM, "onednn: out of memory checking a tensor list");
         p->lists[p->nlists++] = items;
         for (int e = 0; e < v->v.tensors.n; e++) {
-            items[e] = dnnl_probe_copy(p, v->v.tensors.items[e]);
+            items[e] = od_probe_copy(p, v->v.tensors.items[e]);
             if (items[e] == NULL) return kv_dnnl_host->last_error();
         }
         v->v.tensors.items = items;
@@ -310,7 +310,7 @@ kv_status kv_dnnl_decline(const kv_op *op, kv_stack *stack, const char *fmt, ...
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    dnnl_probe p;
+    od_probe p;
     p.nowned = 0;
     p.nlists = 0;
     kv_ivalue slots[KV_STACK_MAX];
@@ -318,7 +318,7 @@ kv_status kv_dnnl_decline(const kv_op *op, kv_stack *stack, const char *fmt, ...
     kv_status st = KV_OK;
     for (int i = 0; i < stack->size && st == KV_OK; i++) {
         kv_ivalue v = stack->slots[i];
-        st = dnnl_probe_arg(&p, &v);
+        st = od_probe_arg(&p, &v);
         if (st == KV_OK) st = h->stack_push(&cpu, v);
     }
     if (st == KV_OK) st = h->call_reference(op, &cpu);
