@@ -195,12 +195,12 @@ kv_status kv_dnnl_run_pd(const char *op, const char *what, dnnl_primitive_desc_t
         return kv_dnnl_host->last_error();
     }
     dnnl_primitive_t prim = NULL;
-    dnnl_memory_t mems[8] = { NULL };
-    dnnl_exec_arg_t exec[8];
+    dnnl_memory_t mems[16] = { NULL };
+    dnnl_exec_arg_t exec[16];
     kv_status st = KV_OK;
     dnnl_status_t s = dnnl_primitive_create(&prim, pd);
     if (s != dnnl_success) st = kv_dnnl_fail(op, "dnnl_primitive_create", s);
-    if (nargs > 8) st = kv_dnnl_host->error(KV_ERR_INTERNAL, "%s: onednn: %d arguments for %s", op, nargs, what);
+    if (nargs > 16) st = kv_dnnl_host->error(KV_ERR_INTERNAL, "%s: onednn: %d arguments for %s", op, nargs, what);
     for (int i = 0; i < nargs && st == KV_OK; i++) {
         s = dnnl_memory_create(&mems[i], args[i].md, eng, args[i].ptr);
         if (s != dnnl_success) st = kv_dnnl_fail(op, "dnnl_memory_create", s);
@@ -211,7 +211,7 @@ kv_status kv_dnnl_run_pd(const char *op, const char *what, dnnl_primitive_desc_t
         if (s == dnnl_success) s = dnnl_stream_wait(stream);
         if (s != dnnl_success) st = kv_dnnl_fail(op, what, s);
     }
-    for (int i = 0; i < nargs && i < 8; i++)
+    for (int i = 0; i < nargs && i < 16; i++)
         if (mems[i] != NULL) dnnl_memory_destroy(mems[i]);
     if (prim != NULL) dnnl_primitive_destroy(prim);
     dnnl_primitive_desc_destroy(pd);
