@@ -6,12 +6,13 @@
  * signed zeros included, and any strides (broadcast sources too). A
  * conversion is a typed reorder, taken only where oneDNN rounds exactly as
  * the reference does (once, to nearest even):
- *   bf16 -> f32 (exact); bool, u8, i8 -> f32, f16, bf16 (small integers,
- *   exact); i32 -> f32 (one rounding).
+ *   bool, u8, i8 -> f32, f16, bf16 (small integers, exact); i32 -> f32
+ *   (one rounding).
  * Left out: f32 -> bf16 (the AVX512-BF16 conversion flushes subnormal
  * results to zero), f32/bf16 -> f16 (a negative value that underflows
- * comes out +0, not -0), f16 -> f32/bf16 (-0 comes out +0), float ->
- * integer (oneDNN rounds to nearest and
+ * comes out +0, not -0), f16 -> f32/bf16 (-0 comes out +0; so does
+ * bf16 -> f32 on CPUs without AVX512-BF16, e.g. DNNL_MAX_CPU_ISA=AVX2),
+ * float -> integer (oneDNN rounds to nearest and
  * saturates; PyTorch truncates and wraps), integer narrowing (saturates
  * vs wraps), i32 -> f16/bf16 (rounds twice, through f32), anything -> bool
  * (PyTorch's "nonzero"), and dtypes oneDNN has no type for.
@@ -30,7 +31,7 @@
 static bool copy_conversion_ok(kv_dtype from, kv_dtype to) {
     const unsigned small_ints = DT(KV_BOOL) | DT(KV_U8) | DT(KV_I8);
     switch (to) {
-    case KV_F32: return (DT(from) & (DT(KV_BF16) | DT(KV_I32) | small_ints)) != 0;
+    case KV_F32: return (DT(from) & (DT(KV_I32) | small_ints)) != 0;
     case KV_F16: return (DT(from) & small_ints) != 0;
     case KV_BF16: return (DT(from) & small_ints) != 0;
     case KV_BOOL:
