@@ -9,9 +9,9 @@
  *   bool, u8, i8 -> f32, f16, bf16 (small integers, exact); i32 -> f32
  *   (one rounding).
  * Left out: f32 -> bf16 (the AVX512-BF16 conversion flushes subnormal
- * results to zero), f32/bf16 -> f16 (a negative value that underflows
- * comes out +0, not -0), f16 -> f32/bf16 (-0 comes out +0; so does
- * bf16 -> f32 on CPUs without AVX512-BF16, e.g. DNNL_MAX_CPU_ISA=AVX2),
+ * results to zero), f32/bf16 <-> f16 (oneDNN's f16 conversions turn -0
+ * into +0), bf16 -> f32 (-0 comes out +0 on CPUs without AVX512-BF16,
+ * e.g. DNNL_MAX_CPU_ISA=AVX2),
  * float -> integer (oneDNN rounds to nearest and
  * saturates; PyTorch truncates and wraps), integer narrowing (saturates
  * vs wraps), i32 -> f16/bf16 (rounds twice, through f32), anything -> bool
