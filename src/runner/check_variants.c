@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv/accel.h"
 #include "kv/backend.h"
 #include "kv/tune.h"
 #include "runner/check_util.h"
@@ -45,8 +46,11 @@ static const char *variants_entry_name(kv_entry_kind k) {
 }
 
 /* The plugin name of the backend on `key` (what per-backend tolerance
- * overrides are keyed by), or NULL for the CPU and built-in devices. */
+ * overrides are keyed by), or NULL for the CPU and built-in devices. Accel
+ * runs its target's kernels, so the target's overrides apply there. */
 static const char *variants_backend_name(kv_key key) {
+    if (key == KV_KEY_ACCEL) key = kv_accel_target();
+    if (key == KV_KEY_NONE || !kv_key_is_backend(key)) return NULL;
     const kv_backend_info *b = kv_backend_find((kv_device_type)key);
     return b != NULL && b->name[0] ? b->name : NULL;
 }

@@ -12,7 +12,9 @@
  * that backend instead. The variants check applies a matching row and
  * names it, with its reason, in the result's message (so in every
  * report). Backends are matched by the name their plugin gives
- * (kv_backend_desc.name), which stays the same whatever slot it gets. */
+ * (kv_backend_desc.name), which stays the same whatever slot it gets; a
+ * device=accel case uses its target's rows (accel runs the target's
+ * kernels). */
 #ifndef KV_RUNNER_TOL_BACKEND_H
 #define KV_RUNNER_TOL_BACKEND_H
 
