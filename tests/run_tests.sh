@@ -25,12 +25,25 @@ if [ "$count" -eq 0 ]; then
     exit 1
 fi
 
+# The layering check (README "Layers"), as one more program.
+count=$((count + 1))
+echo "=== layers"
+sh tests/test_layers.sh || failed="$failed layers"
+
 # The suite itself, as one more program: every case file against the
 # committed golden store (reports go under build/, not into reports/).
 count=$((count + 1))
 echo "=== kvrun cases/"
 if ! build/kvrun cases/ --report-dir="$dir/../suite-report"; then
     failed="$failed kvrun-suite"
+fi
+
+# Every golden against an independent recomputation at 4096 bits, and the
+# committed store against its regeneration (tests/golden_truth.sh).
+count=$((count + 1))
+echo "=== golden truth"
+if ! sh tests/golden_truth.sh "$dir/../golden-truth"; then
+    failed="$failed golden-truth"
 fi
 
 # The accel twins (cases/accel.case) again with the other checks under the

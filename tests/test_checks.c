@@ -20,9 +20,9 @@
 #include "kv/kv.h"
 #include "kv/npy.h"
 #include "ref/ref_kernels.h"
-#include "runner/check.h"
-#include "runner/dump.h"
-#include "runner/golden.h"
+#include "runner/check/check.h"
+#include "runner/report/dump.h"
+#include "runner/golden/golden.h"
 #include "test_util.h"
 
 /* ---- fixture: one golden store in a temp dir for the whole file ---- */

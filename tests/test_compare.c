@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "kv/kv.h"
-#include "runner/check.h"
-#include "runner/compare.h"
-#include "runner/tol_backend.h"
-#include "runner/tolerance.h"
+#include "runner/check/check.h"
+#include "runner/check/compare.h"
+#include "runner/check/tol_backend.h"
+#include "runner/check/tolerance.h"
 
 /* ---- helpers ---- */
 
@@ -397,6 +397,30 @@ static kv_case mk_case(const char *op, kv_dtype dt) {
     return c;
 }
 
+/* Issue 14, bug c: embedding_dense_backward divides by the index count
+ * under scale_grad_by_freq, so fill=exact must not make it bitwise; without
+ * it the sums of an exact fill are exact and bitwise stays. */
+static void test_rule_scale_grad_by_freq(void **state) {
+    (void)state;
+    kv_bound_kind bk;
+    kv_case c = mk_case("embedding_dense_backward", KV_F64);
+    c.fill = KV_FILL_EXACT;
+    c.nargs = 1;
+    strcpy(c.args[0].name, "scale_grad_by_freq");
+    strcpy(c.args[0].value, "1");
+    kv_cmp_rule r = kv_tol_rule_for(&c, KV_F64, &bk, NULL);
+    assert_int_equal(r.kind, KV_CMP_BOUND);
+    assert_int_equal(bk, KV_BOUND_LINEAR);
+    strcpy(c.args[0].value, "true");
+    assert_int_equal(kv_tol_rule_for(&c, KV_F32, &bk, NULL).kind, KV_CMP_BOUND);
+    strcpy(c.args[0].value, "0");
+    r = kv_tol_rule_for(&c, KV_F64, &bk, NULL);
+    assert_int_equal(r.kind, KV_CMP_BITWISE);
+    c.fill = KV_FILL_REAL;
+    r = kv_tol_rule_for(&c, KV_F64, &bk, NULL);
+    assert_int_equal(r.kind, KV_CMP_BOUND);
+}
+
 static void test_table_rules(void **state) {
     (void)state;
     kv_bound_kind bk;
@@ -593,6 +617,7 @@ int main(void) {
         cmocka_unit_test(test_table_covers_every_op),
         cmocka_unit_test(test_backend_overrides),
         cmocka_unit_test(test_table_rules),
+        cmocka_unit_test(test_rule_scale_grad_by_freq),
         cmocka_unit_test(test_bound_mm),
         cmocka_unit_test(test_bound_sum),
         cmocka_unit_test(test_equal_values_pass_with_nan_scale),

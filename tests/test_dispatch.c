@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "dispatch/op_internal.h"
+#include "kv/init.h"
 #include "kv/dispatch.h"
 #include "kv/op_ids.h"
 #include "kv/tensor.h"

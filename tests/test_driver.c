@@ -25,10 +25,10 @@
 #include <unistd.h>
 
 #include "kv/kv.h"
-#include "runner/driver.h"
-#include "runner/golden.h"
-#include "runner/merge.h"
-#include "runner/report.h"
+#include "runner/exec/driver.h"
+#include "runner/golden/golden.h"
+#include "runner/report/merge.h"
+#include "runner/report/report.h"
 #include "test_util.h"
 
 /* ---- test kernels: y = 2 * x, f32, any strides ---- */

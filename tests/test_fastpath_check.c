@@ -32,12 +32,12 @@
 #include "kv/accel.h"
 #include "kv/backend.h"
 #include "kv/kv.h"
-#include "runner/check.h"
-#include "runner/check_fastpath.h"
-#include "runner/expand.h"
-#include "runner/golden.h"
-#include "runner/merge.h"
-#include "runner/report.h"
+#include "runner/check/check.h"
+#include "runner/check/check_fastpath.h"
+#include "runner/case/expand.h"
+#include "runner/golden/golden.h"
+#include "runner/report/merge.h"
+#include "runner/report/report.h"
 
 static kv_golden_store *store;
 

@@ -13,13 +13,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kv/init.h"
 #include "kv/dispatch.h"
 #include "kv/status.h"
-#include "runner/case.h"
-#include "runner/case_args.h"
-#include "runner/expand.h"
-#include "runner/filter.h"
-#include "runner/grammar.h"
+#include "runner/case/case.h"
+#include "runner/case/case_args.h"
+#include "runner/case/expand.h"
+#include "runner/case/filter.h"
+#include "runner/case/grammar.h"
 
 /* ---- helpers ---- */
 

@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runner/baseline.h"
-#include "runner/merge.h"
-#include "runner/report.h"
-#include "runner/result.h"
+#include "runner/report/baseline.h"
+#include "runner/report/merge.h"
+#include "runner/report/report.h"
+#include "runner/check/result.h"
 
 /* ---- helpers ---- */
 

@@ -75,6 +75,10 @@ KV_BACKEND_EXPORT int kv_backend_entry(kv_backend_desc *desc, int abi_version) {
     snprintf(desc->name, sizeof desc->name, "onednn");
     desc->device_type = KV_BACKEND_SLOT_ANY;
     desc->available = 1;
+    {
+        const dnnl_version_t *v = dnnl_version();
+        snprintf(desc->version, sizeof desc->version, "oneDNN %d.%d.%d", v->major, v->minor, v->patch);
+    }
     dnnl_engine_t eng;
     const dnnl_status_t s = dnnl_engine_create(&eng, dnnl_cpu, 0);
     if (s != dnnl_success) {

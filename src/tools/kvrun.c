@@ -15,11 +15,7 @@
 #include <sys/stat.h>
 
 #include "kv/op_ids.h"
-#include "runner/check_fastpath.h"
-#include "runner/driver.h"
-#include "runner/merge.h"
-#include "runner/perf.h"
-#include "runner/report.h"
+#include "runner/runner.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -77,26 +73,116 @@ static void usage(FILE *f) {
             "                      colon-separated list); repeatable. Without it:\n"
             "                      KV_BACKEND_PATH (same syntax; empty loads none), else\n"
             "                      every build/backends/*.so. A plugin that cannot load\n"
-            "                      or is unavailable is reported on stderr and skipped;\n"
-            "                      its cases are UNSUPPORTED\n"
+            "                      is an ERROR row in every report (exit 1); one that is\n"
+            "                      unavailable here (CUDA without a GPU) gives UNSUPPORTED\n"
+            "                      rows. Each plugin is first loaded in a forked child:\n"
+            "                      a crash, exit or hang while loading is reported, not\n"
+            "                      fatal (KV_BACKEND_PROBE_TIMEOUT, default 30 s)\n"
+            "  --require-backend=NAME[,NAME]  fail the run (ERROR rows) unless these\n"
+            "                      backends are available; repeatable\n"
+            "  --accel-target=NAME the accel device's target: any loaded backend by its\n"
+            "                      name (cpu, sim, cuda, a plugin's own name) or auto;\n"
+            "                      the same as KV_ACCEL_TARGET\n"
             "\n"
             "Environment (perf_dispatch, kv/tune.h): KV_PERFDISPATCH_FORCE=op:variant,...\n"
             "pins kernel variants ('?' lists every op's variants and exits 0; a bad entry\n"
             "exits 2), KV_PERFDISPATCH_LOG=1 logs each choice, KV_PERFDISPATCH_RETUNE=N\n"
             "re-tunes a geometry after N calls. --check=tune checks the choices.\n"
             "\n"
+            "--check=accuracy measures every backend and variant in ulps against the\n"
+            "correctly rounded truth (max and 99.9%%: %s/accuracy.md, accuracy.jsonl);\n"
+            "--fill=sweep walks a dtype's bit patterns. The full sweep:\n"
+            "  kvrun cases/accuracy/sweep.sweep --timeout=900\n"
+            "\n"
             "A case line pastes after kvrun unchanged; every failure prints a repro line.\n"
             "Cases with the same ID run once. A run that selects no case is an error.\n"
             "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
             "2 usage errors (bad flags, malformed case lines, nothing selected).\n",
             KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR,
-            KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP);
+            KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP, KV_DRIVER_DEFAULT_REPORT_DIR);
 }
 
 /* Loads the backend plugins (kv_init never does): one stderr line per
  * plugin skipped, and the run goes on. */
 static void load_backends(const char *const *paths, int n) {
     if (kv_backend_load_default(paths, n, stderr) < 0) fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+}
+
+/* Appends `word` to buf as one shell word: as is when every character is
+ * literal to a POSIX shell, else in single quotes ('\'' for a quote). */
+static void put_shell_word(char *buf, size_t cap, const char *word) {
+    size_t n = strlen(buf);
+    bool plain = word[0] != '\0';
+    for (const char *p = word; *p && plain; p++)
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                strchr("._,:=+-/@%", *p) != NULL;
+    if (n > 0 && n + 1 < cap) buf[n++] = ' ';
+    if (plain) {
+        snprintf(buf + n, cap - n, "%s", word);
+        return;
+    }
+    if (n + 1 < cap) buf[n++] = '\'';
+    for (const char *p = word; *p && n + 5 < cap; p++) {
+        if (*p == '\'') {
+            memcpy(buf + n, "'\\''", 4);
+            n += 4;
+        } else {
+            buf[n++] = *p;
+        }
+    }
+    if (n + 1 < cap) buf[n++] = '\'';
+    buf[n < cap ? n : cap - 1] = '\0';
+}
+
+/* A KV_* variable at its documented default changes nothing: left out of
+ * repro lines so they stay short. */
+static bool env_is_default(const char *name, const char *value) {
+    static const char *const defaults[][2] = {
+        { "KV_NO_REDISPATCH", "0" }, { "KV_REDISPATCH_GATE", "exact" }, { "KV_NO_DISPATCH_CACHE", "0" },
+        { "KV_ACCEL_DISABLE", "" },  { "KV_PERFDISPATCH_LOG", "0" },    { "KV_ACCEL_TARGET", "auto" },
+    };
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        if (strcmp(name, defaults[i][0]) == 0 && strcmp(value, defaults[i][1]) == 0) return true;
+    return false;
+}
+
+/* The start of every repro line (runner/case/case.h): the KV_* settings
+ * that differ from their defaults, the program as invoked, every plugin
+ * this run tried to load, the accel target and the fastpath gates. The
+ * plugins are spelled out, so KV_BACKEND_PATH is not needed; the accel
+ * target is spelled as the flag. */
+static void set_repro_prefix(unsigned fastpath_gates, const char *argv0) {
+    extern char **environ;
+    char buf[KV_CASE_REPRO_MAX / 2];
+    char word[600]; /* "--backend=" and a record's path */
+    buf[0] = '\0';
+    for (char **e = environ; *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "KV_", 3) != 0 || eq == NULL) continue;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+        if (strcmp(name, "KV_BACKEND_PATH") == 0 || strcmp(name, "KV_ACCEL_TARGET") == 0 ||
+            env_is_default(name, eq + 1))
+            continue;
+        put_shell_word(buf, sizeof buf, *e);
+    }
+    put_shell_word(buf, sizeof buf, argv0);
+    for (int i = 0; i < kv_backend_count(); i++) {
+        snprintf(word, sizeof word, "--backend=%s", kv_backend_at(i)->path);
+        put_shell_word(buf, sizeof buf, word);
+    }
+    if (kv_backend_count() == 0) put_shell_word(buf, sizeof buf, "--backend="); /* none, not the default folder */
+    char target[64];
+    kv_accel_requested_target(target, sizeof target);
+    if (strcmp(target, "auto") != 0) {
+        snprintf(word, sizeof word, "--accel-target=%s", target);
+        put_shell_word(buf, sizeof buf, word);
+    }
+    if (fastpath_gates != 0) {
+        snprintf(word, sizeof word, "--gate=%s", kv_fastpath_gates_name(fastpath_gates));
+        put_shell_word(buf, sizeof buf, word);
+    }
+    kv_case_repro_set_prefix(buf);
 }
 
 static int list_ops(const char *const *backends, int nbackends) {
@@ -148,6 +234,7 @@ static const kv_flag kv_flags[] = {
     { "help", KV_FLAG_BOOL, false },       { "version", KV_FLAG_BOOL, false },
     { "list-ops", KV_FLAG_BOOL, false },   { "backend", KV_FLAG_VALUE, true },
     { "gate", KV_FLAG_VALUE, false },      { "perf-reps", KV_FLAG_VALUE, false },
+    { "accel-target", KV_FLAG_VALUE, false }, { "require-backend", KV_FLAG_VALUE, true },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -183,6 +270,9 @@ typedef struct kv_cli {
     int npaths;
     const char **backends;
     int nbackends;
+    char *require_text[16];      /* --require-backend values, split in place */
+    const char *require[64];
+    int nrequire, nrequire_text;
     bool merge, help, version, list_ops;
     bool perf;                   /* --mode=perf */
     kv_perf_options perf_o;
@@ -199,6 +289,22 @@ static int kv_usage_error(const char *fmt, ...) {
     fputs(" (kvrun --help lists the flags)\n", stderr);
     va_end(ap);
     return 2;
+}
+
+/* --require-backend=NAME[,NAME...]: names, spaces around them ignored. */
+static int kv_cli_require(kv_cli *c, const char *v) {
+    if (c->nrequire_text >= (int)(sizeof c->require_text / sizeof c->require_text[0])) return -1;
+    char *copy = strdup(v);
+    if (copy == NULL) return -1;
+    c->require_text[c->nrequire_text++] = copy;
+    for (char *tok = strtok(copy, ","); tok != NULL; tok = strtok(NULL, ",")) {
+        while (*tok == ' ') tok++;
+        size_t n = strlen(tok);
+        while (n > 0 && tok[n - 1] == ' ') tok[--n] = '\0';
+        if (n == 0 || c->nrequire >= (int)(sizeof c->require / sizeof c->require[0])) return -1;
+        c->require[c->nrequire++] = tok;
+    }
+    return c->nrequire > 0 ? 0 : -1;
 }
 
 static int kv_parse_int(const char *s, long lo, long hi, int *out) {
@@ -231,6 +337,12 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         }
     } else if (strcmp(n, "backend") == 0) {
         c->backends[c->nbackends++] = v;
+    } else if (strcmp(n, "accel-target") == 0) {
+        /* The same as KV_ACCEL_TARGET, so forked workers, the repro line
+         * and the library all see one setting; checked by kv_init. */
+        if (setenv("KV_ACCEL_TARGET", v, 1) != 0) return kv_usage_error("--accel-target=%s: cannot set it", v);
+    } else if (strcmp(n, "require-backend") == 0) {
+        if (kv_cli_require(c, v) != 0) return kv_usage_error("--require-backend=%s: expected NAME[,NAME...]", v);
     } else if (strcmp(n, "jobs") == 0) {
         if (kv_parse_int(v, 1, 4096, &c->o.jobs) != 0) {
             return kv_usage_error("--jobs=%s: must be a whole number from 1 to 4096", v);
@@ -415,12 +527,17 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
             return 2;
         }
     }
-    if (kv_init() != KV_OK) {
+    double probe_timeout = 0;
+    if (kv_init() != KV_OK || kv_backend_probe_timeout(&probe_timeout) != KV_OK) {
+        /* A bad KV_* setting (the message names it): a configuration error. */
         fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
         kv_path_list_free(&files);
-        return 1;
+        return 2;
     }
     load_backends(c->backends, c->nbackends);
+    c->o.require_backends = c->require;
+    c->o.nrequire = c->nrequire;
+    set_repro_prefix(c->o.fastpath_gates, argv[0]);
     const int tune_rc = kvrun_tune_env();
     if (tune_rc >= 0) {
         kv_path_list_free(&files);
@@ -485,6 +602,7 @@ int main(int argc, char **argv) {
     }
     free(c.filters);
     free(c.backends);
+    for (int i = 0; i < c.nrequire_text; i++) free(c.require_text[i]);
     free(c.paths);
     return rc;
 }

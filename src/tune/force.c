@@ -206,7 +206,7 @@ kv_status kv_tune_force_parse(const char *spec) {
 }
 
 kv_status kv_tune_force_set(const char *spec) {
-    kv_status st = kv_init();
+    kv_status st = kv_dispatch_init();
     if (st != KV_OK) return st;
     force_map m;
     m.n = 0;
@@ -259,7 +259,7 @@ static kv_status env_load_log(void) {
 
 static void env_once(void) {
     g_env_result = KV_TUNE_ENV_OK;
-    kv_status st = kv_init();
+    kv_status st = kv_dispatch_init();
     if (st == KV_OK) st = env_load_log();
     if (st == KV_OK) st = kv_tune_config_from_env();
     if (st == KV_OK) {

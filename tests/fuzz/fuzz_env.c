@@ -115,10 +115,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     case DISABLE: check_disable(v); break;
     case TARGET: {
-        kv_key k = KV_KEY_CPU;
-        const kv_status st = kv_accel_parse_target(v, &k);
-        const bool valid = v == NULL || strcmp(v, "auto") == 0 || strcmp(v, "cpu") == 0 || strcmp(v, "sim") == 0 ||
-                           strcmp(v, "cuda") == 0;
+        char k[KV_ACCEL_TARGET_NAME_MAX];
+        const kv_status st = kv_accel_parse_target(v, k);
+        /* auto, or a backend name: [a-z][a-z0-9_-]*, shorter than 32, not accel. */
+        bool valid = v == NULL || strcmp(v, "auto") == 0;
+        if (!valid && v[0] >= 'a' && v[0] <= 'z' && strlen(v) < KV_ACCEL_TARGET_NAME_MAX && strcmp(v, "accel") != 0) {
+            valid = true;
+            for (const char *p = v; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-')) valid = false;
+        }
         if (valid) KV_FUZZ_CHECK(st == KV_OK, "KV_ACCEL_TARGET='%s' rejected", shown);
         else check_rejected(TARGET, st, shown);
         break;

@@ -35,7 +35,9 @@ typedef struct kv_device {
 
 static inline kv_key kv_device_key(kv_device d) { return (kv_key)d.type; }
 static inline int kv_device_equal(kv_device a, kv_device b) { return a.type == b.type && a.index == b.index; }
-const char *kv_device_type_name(kv_device_type t); /* "cpu", "cuda", "sim", "accel", "plugin0".. */
+/* "cpu", "cuda", "sim", "accel", "plugin0".., or a loaded plugin's own name
+ * (kv_key_set_plugin_name). */
+const char *kv_device_type_name(kv_device_type t);
 /* Parses "cpu", "sim", "accel", "cuda:1"; returns 0 on success, -1 if not. */
 int kv_device_parse(const char *text, kv_device *out);
 
@@ -66,6 +68,11 @@ void kv_allocator_install(kv_device_type t, const kv_allocator_iface *iface, voi
  * CPU allocator (e.g. one that fails, or adds redzones) can put it back:
  * kv_allocator_install(KV_DEVICE_CPU, kv_allocator_cpu_iface(), NULL). */
 const kv_allocator_iface *kv_allocator_cpu_iface(void);
+/* Makes `a` (what kv_allocator_for(t) returned earlier; NULL removes) the
+ * allocator of t again: how code that wrapped a backend's allocator for a
+ * while (the runner's guard) puts the backend's own back. Ignored when a
+ * is an allocator of another type. */
+void kv_allocator_reinstall(kv_device_type t, kv_allocator *a);
 
 void *kv_allocator_alloc(kv_allocator *a, size_t nbytes);
 void kv_allocator_free(kv_allocator *a, void *ptr, size_t nbytes);
