@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kv/backend.h"
+#include "kv/init.h"
 #include "kv/kv.h"
 
 #define ONEDNN_PATH "build/backends/libkv_onednn.so"
@@ -25,6 +26,10 @@ static kv_device dev; /* the slot the loader gave the plugin */
 
 static int setup(void **state) {
     (void)state;
+    if (kv_init() != KV_OK) {
+        print_error("kv_init: %s\n", kv_last_error_message());
+        return -1;
+    }
     if (kv_backend_load(ONEDNN_PATH) != KV_OK) {
         print_error("cannot load %s: %s\n", ONEDNN_PATH, kv_last_error_message());
         return -1;
@@ -58,6 +63,9 @@ static void test_descriptor_and_memory(void **state) {
     assert_non_null(b);
     assert_int_equal(b->state, KV_BACKEND_LOADED);
     assert_true(b->device_type >= KV_DEVICE_PLUGIN0);
+    /* Its slot goes by its name; the version is oneDNN's own. */
+    assert_string_equal(kv_device_type_name(b->device_type), "onednn");
+    assert_int_equal(strncmp(b->version, "oneDNN ", 7), 0);
     /* Host memory, 64-byte aligned, readable by the host. */
     const int64_t sz[1] = { 5 };
     kv_tensor *t = kv_tensor_empty(sz, 1, KV_F32, dev);
