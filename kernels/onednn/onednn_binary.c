@@ -19,6 +19,8 @@
  *     through f32 (max of two ints above 2^24 rounds); i16/i64 have no
  *     oneDNN type. */
 #include <stdlib.h>
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include "onednn/onednn.h"
@@ -65,6 +67,11 @@ static kv_status binary_run(const binary_spec *s, const kv_op *op, kv_stack *sta
     float alpha = 1.0f;
     if (s->has_alpha && !kv_dnnl_scalar_f32(kv_arg_scalar(stack, 2), &alpha))
         return kv_dnnl_decline(op, stack, "a bool or complex alpha");
+    /* oneDNN scales src1 in f32 before adding: alpha*b may overflow to
+     * +-Inf where the reference's a + alpha*b, computed wider, is finite or
+     * Inf of the other sign (Inf - Inf = NaN against Inf). */
+    if (alpha != 1.0f && kv_dnnl_max_finite_abs(other) * fabs((double)alpha) > (double)FLT_MAX)
+        return kv_dnnl_decline(op, stack, "alpha*other beyond the f32 range (oneDNN scales in f32)");
     int64_t sizes[KV_MAX_DIMS];
     int ndim = 0;
     if (h->broadcast_shapes(self->sizes, self->ndim, other->sizes, other->ndim, sizes, &ndim) != KV_OK)

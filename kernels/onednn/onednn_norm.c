@@ -94,6 +94,11 @@ static kv_status od_layer_norm(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     for (int i = 0; ok && i < ns.n; i++) ok = x->sizes[axis + i] == ns.items[i];
     if (!ok) return kv_dnnl_decline(op, stack, "these arguments (f32/bf16, weight and bias of the input's dtype)");
     if (h->tensor_numel(x) == 0) return kv_dnnl_decline(op, stack, "a zero-size input");
+    /* The variance is a mean of squares in f32: |x| past 2^63 squares
+     * past FLT_MAX (rstd 0, outputs 0) where the reference, in f64, gives
+     * +-1. */
+    if (kv_dnnl_max_finite_abs(x) >= 0x1p63)
+        return kv_dnnl_decline(op, stack, "inputs whose squares overflow f32 (|x| >= 2^63)");
     int64_t rows = 1, cols = 1, stat_sizes[KV_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++) {
         if (d < axis) rows *= x->sizes[d];

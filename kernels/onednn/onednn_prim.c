@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "onednn/onednn.h"
@@ -100,6 +101,34 @@ bool kv_dnnl_has_broadcast_dim(const kv_tensor *t) {
     return false;
 }
 
+double kv_dnnl_max_finite_abs(const kv_tensor *t) {
+    const int64_t n = kv_dnnl_host->tensor_numel(t);
+    if (n == 0 || (t->dtype != KV_F32 && t->dtype != KV_BF16)) return 0.0;
+    const char *base = kv_dnnl_ptr(t);
+    const size_t esize = t->dtype == KV_F32 ? 4 : 2;
+    int64_t idx[KV_MAX_DIMS] = { 0 };
+    double best = 0.0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0;
+        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
+        float v;
+        if (esize == 4) {
+            memcpy(&v, base + off * 4, 4);
+        } else {
+            uint16_t b;
+            memcpy(&b, base + off * 2, 2);
+            const uint32_t w = (uint32_t)b << 16;
+            memcpy(&v, &w, 4);
+        }
+        if (isfinite(v) && fabs((double)v) > best) best = fabs((double)v);
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < t->sizes[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return best;
+}
+
 bool kv_dnnl_scalar_f32(kv_scalar s, float *out) {
     switch (s.kind) {
     case KV_SCALAR_INT: *out = (float)s.v.i; return true;
@@ -128,6 +157,11 @@ kv_status kv_dnnl_md(const char *op, const int64_t *sizes, const int64_t *stride
         }
     }
     const dnnl_status_t st = dnnl_memory_desc_init_by_strides(md, ndim, d, dt, s);
+    /* Strides oneDNN cannot describe (overlapping, as in an unfold view)
+     * are a layout this backend does not take: a decline, not a failure. */
+    if (st == dnnl_invalid_arguments)
+        return kv_dnnl_host->error(KV_ERR_MISSING_KERNEL, "%s: no oneDNN kernel for this layout (strides oneDNN "
+                                   "cannot describe)", op);
     return st == dnnl_success ? KV_OK : kv_dnnl_fail(op, "dnnl_memory_desc_init_by_strides", st);
 }
 
