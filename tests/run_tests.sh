@@ -58,6 +58,14 @@ if ! sh tests/golden_truth.sh "$dir/../golden-truth"; then
     failed="$failed golden-truth"
 fi
 
+# The suite with the oneDNN plugin as the accel target: every check on a
+# vendor library's kernels (README "The oneDNN backend").
+count=$((count + 1))
+echo "=== kvrun cases/ --accel-target=onednn"
+if ! build/kvrun cases/ --require-backend=onednn --accel-target=onednn --report-dir="$dir/../suite-report-onednn"; then
+    failed="$failed kvrun-onednn-accel"
+fi
+
 # The accel twins (cases/accel.case) again with the other checks under the
 # seed gate and with the kill switch set; the fastpath check runs both
 # gates every time (README "The accel device in the runner").

@@ -15,6 +15,7 @@
 #include "kv/kv.h"
 #include "runner/check/check.h"
 #include "runner/check/compare.h"
+#include "runner/check/tol_backend.h"
 #include "runner/check/tolerance.h"
 
 /* ---- helpers ---- */
@@ -362,6 +363,31 @@ static void test_table_covers_every_op(void **state) {
     }
 }
 
+/* Per-backend overrides (runner/tol_backend.h): each has a reason, names a
+ * known op, and widens only a BOUND row of the table (never an exact one). */
+static void test_backend_overrides(void **state) {
+    (void)state;
+    assert_int_equal(kv_init(), KV_OK);
+    for (int i = 0; i < kv_tol_override_count(); i++) {
+        const kv_tol_override *o = kv_tol_override_at(i);
+        assert_non_null(o->reason);
+        assert_true(strlen(o->reason) > 10);
+        assert_true(o->abs_slack > 0.0);
+        if (kv_op_find(o->op) == NULL) fail_msg("override for unknown op %s", o->op);
+        for (int dt = 0; dt < KV_DTYPE_COUNT; dt++) {
+            if (!(o->dtypes & (1u << dt))) continue;
+            const kv_tol_entry *e = kv_tol_lookup(o->op, (kv_dtype)dt, NULL);
+            if (e == NULL || e->kind != KV_CMP_BOUND)
+                fail_msg("override %s/%s widens a %s rule that is not a bound", o->backend, o->op,
+                         kv_dtype_name((kv_dtype)dt));
+        }
+        assert_ptr_equal(kv_tol_override_lookup(o->backend, o->op, (kv_dtype)__builtin_ctz(o->dtypes)), o);
+    }
+    assert_null(kv_tol_override_lookup(NULL, "mm", KV_BF16));
+    assert_null(kv_tol_override_lookup("onednn", "mm", KV_F64));
+    assert_null(kv_tol_override_lookup("no-such-backend", "mm", KV_BF16));
+}
+
 static kv_case mk_case(const char *op, kv_dtype dt) {
     kv_case c;
     kv_case_init(&c);
@@ -589,6 +615,7 @@ int main(void) {
         cmocka_unit_test(test_mismatch_listing),
         cmocka_unit_test(test_unit_roundoff_and_gamma),
         cmocka_unit_test(test_table_covers_every_op),
+        cmocka_unit_test(test_backend_overrides),
         cmocka_unit_test(test_table_rules),
         cmocka_unit_test(test_rule_scale_grad_by_freq),
         cmocka_unit_test(test_bound_mm),

@@ -664,6 +664,21 @@ static void fp_judge(const kv_check_ctx *ctx, kv_accel_gate gate, const fp_run *
     }
     for (int i = 0; i < nruns; i++) {
         if (!fp_runs_same(&runs[i], slow, why, (int)sizeof why)) {
+            /* A target kernel that takes the call as one path boxes it and
+             * declines it as the other does (the fast path's cat drops
+             * legacy empty inputs, boxing/cat.c): the target lacks a
+             * kernel for one of the two calls, so ON vs OFF has nothing to
+             * compare. Counted as UNSUPPORTED, like any missing kernel. */
+            if ((runs[i].st == KV_ERR_MISSING_KERNEL) != (slow->st == KV_ERR_MISSING_KERNEL) &&
+                kv_check_status_of_failure(c, KV_ERR_MISSING_KERNEL, KV_RESULT_FAIL) == KV_RESULT_UNSUPPORTED) {
+                const bool off_declined = slow->st == KV_ERR_MISSING_KERNEL;
+                kv_check_result_set(r, KV_RESULT_UNSUPPORTED,
+                                    "%s on accel (target %s): its kernel declines the call as the %s path boxes it "
+                                    "and takes the %s path's, so ON vs OFF cannot be compared: %s",
+                                    op, kv_accel_target_name(), off_declined ? "slow" : "fast",
+                                    off_declined ? "fast" : "slow", off_declined ? slow->message : runs[i].message);
+                return;
+            }
             char nd[1300];
             if (fp_nondeterministic(ctx, &configs[i], gate, &runs[i], slow, nd, (int)sizeof nd)) {
                 const kv_key t = kv_accel_target();

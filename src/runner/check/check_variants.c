@@ -12,14 +12,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv/accel.h"
+#include "kv/backend.h"
 #include "runner/check/check_meta.h"
 #include "runner/check/check_util.h"
 #include "runner/check/compare.h"
+#include "runner/check/tol_backend.h"
 #include "runner/check/tolerance.h"
 
-/* Compares one output; false with r set on a failure. */
-static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, int i, const kv_tensor *expected,
-                             const kv_tensor *got, kv_check_result *r, int64_t *compared) {
+/* The plugin name of the backend on `key` (what per-backend tolerance
+ * overrides are keyed by), or NULL for the CPU and built-in devices. Accel
+ * runs its target's kernels, so the target's overrides apply there. */
+static const char *variants_backend_name(kv_key key) {
+    if (key == KV_KEY_ACCEL) key = kv_accel_target();
+    if (key == KV_KEY_NONE || !kv_key_is_backend(key)) return NULL;
+    const kv_backend_info *b = kv_backend_find((kv_device_type)key);
+    return b != NULL && b->name[0] ? b->name : NULL;
+}
+
+/* Compares one output; false with r set on a failure. `*used` gets the
+ * per-backend override that widened the bound (runner/check/tol_backend.h). */
+static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, kv_key key, int i,
+                             const kv_tensor *expected, const kv_tensor *got, kv_check_result *r, int64_t *compared,
+                             const kv_tol_override **used) {
     kv_bound_kind bk = KV_BOUND_NONE;
     const kv_tol_entry *entry = NULL;
     const kv_cmp_rule rule = kv_tol_rule_for(ctx->c, expected->dtype, &bk, &entry);
@@ -28,6 +43,14 @@ static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, i
         kv_tol_bounds(bk, entry ? entry->value : 0.0, ctx->c, &ref->in, expected, i, &bounds) != KV_OK) {
         kv_check_result_set(r, KV_RESULT_ERROR, "output %d: %s", i, kv_last_error_message());
         return false;
+    }
+    const kv_tol_override *ov =
+        rule.kind == KV_CMP_BOUND ? kv_tol_override_lookup(variants_backend_name(key), ctx->c->op, expected->dtype)
+                                  : NULL;
+    if (ov != NULL) {
+        const int64_t n = kv_tensor_numel(expected);
+        for (int64_t k = 0; k < n; k++) bounds[k] += ov->abs_slack;
+        *used = ov;
     }
     kv_cmp_report rep;
     const kv_status st = kv_compare(expected, got, &rule, bounds, &rep);
@@ -45,6 +68,8 @@ static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, i
     snprintf(what, sizeof what, "output %d", i);
     kv_cmp_report_format(&rep, what, text, (int)sizeof text);
     kv_check_result_set(r, KV_RESULT_FAIL, "%s [%s: %s]", text, rs, entry ? entry->reason : "no table row: bitwise");
+    if (ov != NULL)
+        kv_check_result_append(r, " [override %s/%s: +%g absolute: %s]", ov->backend, ov->op, ov->abs_slack, ov->reason);
     kv_cmp_report_to_result(&rep, r);
     return false;
 }
@@ -68,8 +93,9 @@ static void variants_backend(const kv_check_ctx *ctx, kv_key key, const char *va
         const kv_case_outputs *out = &call.out;
         int64_t compared = 0;
         bool ok = true;
+        const kv_tol_override *used = NULL;
         for (int i = 0; i < out->n && ok; i++)
-            ok = variants_compare(ctx, u->ref, i, u->expected[i], out->t[i], &r, &compared);
+            ok = variants_compare(ctx, u->ref, key, i, u->expected[i], out->t[i], &r, &compared, &used);
         if (ok && call.meta_diff[0]) {
             kv_check_result_set(&r, KV_RESULT_FAIL, "%s on %s%s%s: right values, wrong metadata: %s", ctx->c->op,
                                 kv_key_name(key), variant ? "/" : "", variant ? variant : "", call.meta_diff);
@@ -78,6 +104,9 @@ static void variants_backend(const kv_check_ctx *ctx, kv_key key, const char *va
         } else if (ok) {
             kv_check_result_set(&r, KV_RESULT_PASS, "%lld elements agree, metadata as the reference's",
                                 (long long)compared);
+            if (used != NULL)
+                kv_check_result_append(&r, " (with override %s/%s: +%g absolute: %s)", used->backend, used->op,
+                                       used->abs_slack, used->reason);
         }
         r.compared = compared > r.compared ? compared : r.compared;
         kv_case_outputs_free(&call.out);
