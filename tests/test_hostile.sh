@@ -65,40 +65,40 @@ table() {
     # Unavailable is not a fault: UNSUPPORTED rows and exit 0, unless the
     # backend is required (@require).
     row required load_unavailable      load_unavailable 0      'status=UNSUPPORTED check=load backend=hostile_load_unavailable ~no.hostile.device' 'hostile_load_unavailable.*no hostile device'
-    row pending  load_unavailable:named load_unavailable 0     'status=UNSUPPORTED op=add\.Tensor check=variants:hostile_load_unavailable backend=hostile_load_unavailable' -
+    row required load_unavailable:named load_unavailable 0     'status=UNSUPPORTED op=add\.Tensor check=variants:hostile_load_unavailable backend=hostile_load_unavailable' -
     row required load_unavailable:required load_unavailable@require nonzero 'status=ERROR check=load backend=hostile_load_unavailable ~require' -
     # In mul.Tensor. The case's status is right today; the :named rows want
     # it reported against the plugin, not the CPU (issue 11 item 4).
     row required kernel_crash          kernel_crash    nonzero 'status=CRASH op=mul\.Tensor ~SIGSEGV' -
-    row pending  kernel_crash:named    kernel_crash    nonzero 'status=CRASH op=mul\.Tensor backend=hostile_kernel_crash' -
+    row required kernel_crash:named    kernel_crash    nonzero 'status=CRASH op=mul\.Tensor backend=hostile_kernel_crash' -
     row required kernel_crash:control  kernel_crash    any     'status=PASS op=add\.Tensor check=variants:hostile_kernel_crash backend=hostile_kernel_crash' -
     row required kernel_crash:backward kernel_crash@grad nonzero 'status=CRASH op=div\.Tensor ~SIGSEGV' -
-    row pending  kernel_crash:backward-named kernel_crash@grad nonzero 'status=CRASH backend=hostile_kernel_crash ~mul\.Tensor' -
+    row required kernel_crash:backward-named kernel_crash@grad nonzero 'status=CRASH backend=hostile_kernel_crash ~mul\.Tensor' -
     row required kernel_crash:repro    kernel_crash    nonzero 'status=CRASH op=mul\.Tensor ~"repro":"[^"]*--backend=[^"]*libhostile_kernel_crash\.so' -
     row required kernel_crash:backward-repro kernel_crash@grad nonzero 'status=CRASH ~"repro":"[^"]*--backend=[^"]*libhostile_kernel_crash\.so ~"repro":"[^"]*--accel-target=hostile_kernel_crash' -
     row required kernel_hang           kernel_hang     nonzero 'status=TIMEOUT op=mul\.Tensor' -
-    row pending  kernel_hang:named     kernel_hang     nonzero 'status=TIMEOUT op=mul\.Tensor backend=hostile_kernel_hang' -
+    row required kernel_hang:named     kernel_hang     nonzero 'status=TIMEOUT op=mul\.Tensor backend=hostile_kernel_hang' -
     row required kernel_hang:backward  kernel_hang@grad nonzero 'status=TIMEOUT op=div\.Tensor' -
-    row pending  kernel_hang:backward-named kernel_hang@grad nonzero 'status=TIMEOUT backend=hostile_kernel_hang ~mul\.Tensor' -
+    row required kernel_hang:backward-named kernel_hang@grad nonzero 'status=TIMEOUT backend=hostile_kernel_hang ~mul\.Tensor' -
     row required kernel_exit           kernel_exit     nonzero 'status=(ERROR|CRASH) op=mul\.Tensor ~exit' -
-    row pending  kernel_exit:named     kernel_exit     nonzero 'status=(ERROR|CRASH) op=mul\.Tensor backend=hostile_kernel_exit' -
-    row pending  kernel_input          kernel_input    nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_input ~input' -
-    row pending  kernel_strides        kernel_strides  nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_strides ~stride' -
-    row pending  kernel_oob            kernel_oob      nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_oob ~(guard|redzone|out.of.bounds|past)' -
-    row pending  kernel_devleak        kernel_devleak  nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_devleak ~leak' -
-    row pending  kernel_hostleak       kernel_hostleak nonzero 'status=(FAIL|ERROR|CRASH) op=mul\.Tensor backend=hostile_kernel_hostleak ~(leak|memory)' -
-    row pending  kernel_nondet         kernel_nondet   nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_nondet ~nondetermin' -
+    row required kernel_exit:named     kernel_exit     nonzero 'status=(ERROR|CRASH) op=mul\.Tensor backend=hostile_kernel_exit' -
+    row required kernel_input          kernel_input    nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_input ~input' -
+    row required kernel_strides        kernel_strides  nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_strides ~stride' -
+    row required kernel_oob            kernel_oob      nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_oob ~(guard|redzone|out.of.bounds|past)' -
+    row required kernel_devleak        kernel_devleak  nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_devleak ~leak' -
+    row required kernel_hostleak       kernel_hostleak nonzero 'status=(FAIL|ERROR|CRASH) op=mul\.Tensor backend=hostile_kernel_hostleak ~(leak|memory)' -
+    row required kernel_nondet         kernel_nondet   nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_nondet ~nondetermin' -
     # A noisy kernel that is right passes, its output attached to its row.
     row required kernel_noise:harmless kernel_noise    0       'status=PASS op=mul\.Tensor check=variants:hostile_kernel_noise backend=hostile_kernel_noise' -
-    row pending  kernel_noise          kernel_noise    0       'op=mul\.Tensor backend=hostile_kernel_noise ~stdout.noise.from.mul ~stderr.noise.from.mul' -
+    row required kernel_noise          kernel_noise    0       'op=mul\.Tensor backend=hostile_kernel_noise ~stdout.noise.from.mul ~stderr.noise.from.mul' -
     # What else a vendor kernel gets wrong.
     row required kernel_abort          kernel_abort    nonzero 'status=CRASH op=mul\.Tensor ~SIGABRT' -
-    row pending  kernel_abort:named    kernel_abort    nonzero 'status=CRASH op=mul\.Tensor backend=hostile_kernel_abort' -
-    row pending  kernel_noresult       kernel_noresult nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_noresult ~output' -
+    row required kernel_abort:named    kernel_abort    nonzero 'status=CRASH op=mul\.Tensor backend=hostile_kernel_abort' -
+    row required kernel_noresult       kernel_noresult nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_noresult ~output' -
     row required kernel_dtype          kernel_dtype    nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_dtype ~dtype' -
-    row pending  kernel_device         kernel_device   nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_device ~device' -
+    row required kernel_device         kernel_device   nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_device ~device' -
     row required kernel_unwritten      kernel_unwritten nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_unwritten' -
-    row pending  kernel_unwritten:check-name kernel_unwritten nonzero 'status=FAIL check=variants:hostile_kernel_unwritten' -
+    row required kernel_unwritten:check-name kernel_unwritten nonzero 'status=FAIL check=variants:hostile_kernel_unwritten' -
     row required kernel_silent         kernel_silent   nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_silent' -
     row required kernel_copyfail       kernel_copyfail nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_copyfail ~device.lost' -
 }

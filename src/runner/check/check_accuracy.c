@@ -152,7 +152,7 @@ static void acc_backend(const kv_check_ctx *ctx, kv_key key, const char *variant
     char check[64];
     kv_check_backend_row_name("accuracy", key, variant, check, (int)sizeof check);
     kv_check_result r;
-    kv_check_result_begin(&r, ctx, check, kv_device_type_name((kv_device_type)key));
+    kv_check_result_begin(&r, ctx, check, kv_check_backend_label(key));
     kv_check_call call = { .meta = NULL, .twice = false };
     if (!kv_check_backend_call(ctx, u->truth->n, key, variant, &call, &r)) {
         kv_check_push(ctx, &r);

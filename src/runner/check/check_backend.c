@@ -53,9 +53,24 @@ static kv_status backend_readable(kv_case_outputs *out) {
     return KV_OK;
 }
 
+/* A plugin that loaded but is unavailable holds no slot, so the slot's key
+ * has no name of its own ("Plugin0"): its rows go by the plugin's name. */
+static const char *backend_unavailable_name(kv_key key) {
+    if (!kv_key_is_backend(key) || kv_allocator_for((kv_device_type)key) != NULL) return NULL;
+    const kv_backend_info *b = kv_backend_find((kv_device_type)key);
+    return b != NULL && b->state == KV_BACKEND_UNAVAILABLE && b->name[0] ? b->name : NULL;
+}
+
+const char *kv_check_backend_label(kv_key key) {
+    const char *name = backend_unavailable_name(key);
+    return name ? name : kv_device_type_name((kv_device_type)key);
+}
+
 void kv_check_backend_row_name(const char *prefix, kv_key key, const char *variant, char *buf, int cap) {
-    if (variant) snprintf(buf, (size_t)cap, "%s:%s/%s", prefix, kv_key_name(key), variant);
-    else snprintf(buf, (size_t)cap, "%s:%s", prefix, kv_key_name(key));
+    const char *name = backend_unavailable_name(key);
+    if (name == NULL) name = kv_key_name(key);
+    if (variant) snprintf(buf, (size_t)cap, "%s:%s/%s", prefix, name, variant);
+    else snprintf(buf, (size_t)cap, "%s:%s", prefix, name);
 }
 
 /* Whether two calls' outputs (host-readable) are the same bit for bit;

@@ -28,6 +28,7 @@
  * backend. A kernel that declines the call (KV_ERR_MISSING_KERNEL) is
  * UNSUPPORTED there, as in the variants check. A device=accel case is
  * SKIP: its target's kernels get their own rows in the cpu twin. */
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,18 @@
 
 #define MEM_POISON_A 0x00
 #define MEM_POISON_B 0xFF
+/* Host heap growth per identical call that counts as a plugin leaking host
+ * memory: past any one-time cache a kernel may fill on a new shape (those
+ * stop growing after the first call), well under what a leak of one
+ * output-sized buffer per call is on the suite's larger cases. */
+#define MEM_HOST_LEAK_MIN (1 << 20)
+
+/* Bytes of host heap in use (glibc: arena chunks plus mmapped blocks),
+ * exact, independent of fragmentation. */
+static int64_t mem_host_heap(void) {
+    const struct mallinfo2 mi = mallinfo2();
+    return (int64_t)(mi.uordblks + mi.hblkhd);
+}
 
 static void mem_fail(kv_check_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void mem_fail(kv_check_result *r, const char *fmt, ...) {
@@ -278,6 +291,26 @@ static void mem_row(const kv_check_ctx *ctx, const mem_target *tg, const char *c
         else
             mem_compare_runs(tg, &runs[0], &runs[1], false, &r);
         mem_run_free(&again);
+    }
+    /* A plugin's kernel that mallocs host memory and keeps it (a staging
+     * buffer never freed) is invisible to the allocator counts: two more
+     * identical calls, everything released after each, and the host heap
+     * must not grow by the same large amount both times. */
+    if (ran && go_on && dt != KV_DEVICE_CPU && runs[1].status == KV_OK) {
+        int64_t grew[2] = { 0, 0 };
+        for (int k = 0; k < 2; k++) {
+            const int64_t before = mem_host_heap();
+            mem_run extra;
+            memset(&extra, 0, sizeof extra);
+            mem_one_run(ctx, tg, MEM_POISON_B, &extra, &r);
+            mem_run_free(&extra);
+            grew[k] = mem_host_heap() - before;
+        }
+        if (grew[0] >= MEM_HOST_LEAK_MIN && grew[1] >= MEM_HOST_LEAK_MIN)
+            mem_fail(&r,
+                     "%shost memory leaked: the heap grew by %lld and %lld bytes over two more identical calls of "
+                     "the %s kernel with everything released after each (memory it keeps per call)",
+                     tg->who, (long long)grew[0], (long long)grew[1], kv_device_type_name(dt));
     }
     char msg[256];
     const int damaged = kv_guard_free_damage(msg, (int)sizeof msg);

@@ -107,7 +107,7 @@ static void tune_backend(const kv_check_ctx *ctx, kv_key key) {
     char check[64];
     snprintf(check, sizeof check, "tune:%s", kv_key_name(key));
     kv_check_result r;
-    kv_check_result_begin(&r, ctx, check, kv_device_type_name((kv_device_type)key));
+    kv_check_result_begin(&r, ctx, check, kv_check_backend_label(key));
     const kv_op *op = ctx->op;
     const int nv = kv_tune_variant_count(op, key);
     /* Compatibility and the tuner's choice, on one set of inputs. */

@@ -78,6 +78,9 @@ typedef void (*kv_check_backend_fn)(const kv_check_ctx *ctx, kv_key key, const c
 /* Visits every backend and variant the case runs on (check_backend.c):
  * what the variants and accuracy checks share. */
 void kv_check_each_backend(const kv_check_ctx *ctx, kv_check_backend_fn fn, void *user);
+/* The backend column of a row on `key`: its device type's name, or the
+ * plugin's own name when it loaded unavailable (it holds no slot). */
+const char *kv_check_backend_label(kv_key key);
 /* "<prefix>:<Key>" or "<prefix>:<Key>/<variant>" into buf. */
 void kv_check_backend_row_name(const char *prefix, kv_key key, const char *variant, char *buf, int cap);
 /* What one backend call brings back (kv_check_backend_call). The caller

@@ -87,7 +87,7 @@ static void variants_backend(const kv_check_ctx *ctx, kv_key key, const char *va
     char check[64];
     kv_check_backend_row_name("variants", key, variant, check, (int)sizeof check);
     kv_check_result r;
-    kv_check_result_begin(&r, ctx, check, kv_device_type_name((kv_device_type)key));
+    kv_check_result_begin(&r, ctx, check, kv_check_backend_label(key));
     kv_check_call call = { .meta = u->meta, .twice = true };
     if (kv_check_backend_call(ctx, u->ref->out.n, key, variant, &call, &r)) {
         const kv_case_outputs *out = &call.out;

@@ -27,6 +27,18 @@ kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_c
         }
         return s;
     }
+    /* A kernel pops its arguments and pushes the schema's returns. One that
+     * says KV_OK with anything else on the stack (a plugin that forgot its
+     * output, or left its arguments there) cannot be read: what is there
+     * may be the caller's borrowed inputs, which releasing would free
+     * twice. Nothing is released (a leak in a worker beats a corrupt heap). */
+    const kv_schema *schema = kv_op_schema(op);
+    if (schema != NULL && st.size != schema->nreturns)
+        return kv_error(KV_ERR_INTERNAL,
+                        "%s: the kernel returned KV_OK with %d value%s on the stack where the schema returns %d "
+                        "output%s (a kernel pops its arguments and pushes its outputs)",
+                        kv_op_name(op), st.size, st.size == 1 ? "" : "s", schema->nreturns,
+                        schema->nreturns == 1 ? "" : "s");
     /* The stack now holds owned returns. Keep the first few tensors, drop
      * (release) anything past what kv_case_outputs can hold. */
     kv_status result = KV_OK;
