@@ -30,6 +30,15 @@ count=$((count + 1))
 echo "=== layers"
 sh tests/test_layers.sh || failed="$failed layers"
 
+# The CLI script tests (exit codes, baselines, merges, shards, live
+# references, dumps): each tests/ci/*.sh but lib.sh is one more program.
+for script in tests/ci/*.sh; do
+    [ "$(basename "$script")" = lib.sh ] && continue
+    count=$((count + 1))
+    echo "=== $script"
+    sh "$script" || failed="$failed $(basename "$script" .sh)"
+done
+
 # The suite itself, as one more program: every case file against the
 # committed golden store (reports go under build/, not into reports/).
 count=$((count + 1))

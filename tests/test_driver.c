@@ -876,7 +876,11 @@ static void test_cli_usage_errors(void **state) {
     expect_usage((const char *[]){ "--op=neg", "--shape=4", "--isolate=threads", NULL }, "--isolate=threads");
     expect_usage((const char *[]){ "--op=neg", "--shape=4", "--jobs=2", "--jobs=3", NULL }, "given twice");
     expect_usage((const char *[]){ "--op=neg", "--shape=4", "--list", "--filter=zzz*", NULL }, "no cases selected");
-    expect_usage((const char *[]){ "--op=neg", "--shape=4", "--frobnicate=1", NULL }, "<command line>:1:");
+    /* Neither a runner flag nor a case option: an unknown flag, with the
+     * closest name of either kind when one is close. */
+    expect_usage((const char *[]){ "--op=neg", "--shape=4", "--frobnicate=1", NULL }, "unknown flag --frobnicate");
+    expect_usage((const char *[]){ "--op=neg", "--shape=4", "--fitler=x", NULL }, "did you mean --filter?");
+    expect_usage((const char *[]){ "--op=neg", "--shpae=4", NULL }, "did you mean --shape?");
 
     /* --list over a command-line case prints its ID, exit 0. */
     char *out, *err;

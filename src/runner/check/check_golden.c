@@ -140,7 +140,7 @@ static bool golden_verify_output(const kv_check_ctx *ctx, const kv_check_ref *re
         char text[KV_RESULT_MESSAGE_MAX];
         char what[32];
         snprintf(what, sizeof what, "output %d", i);
-        kv_cmp_report_format(&rep, what, text, (int)sizeof text);
+        kv_cmp_report_summary(&rep, what, text, (int)sizeof text);
         kv_check_result_set(r, KV_RESULT_FAIL, "differs from the golden (%s): %s", rs, text);
         kv_cmp_report_to_result(&rep, r);
         break;

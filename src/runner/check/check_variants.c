@@ -69,7 +69,7 @@ static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, i
     char text[KV_RESULT_MESSAGE_MAX];
     char what[32];
     snprintf(what, sizeof what, "output %d", i);
-    kv_cmp_report_format(&rep, what, text, (int)sizeof text);
+    kv_cmp_report_summary(&rep, what, text, (int)sizeof text);
     kv_check_result_set(r, KV_RESULT_FAIL, "%s [%s: %s]", text, rs, entry ? entry->reason : "no table row: bitwise");
     kv_cmp_report_to_result(&rep, r);
     return false;

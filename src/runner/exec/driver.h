@@ -105,6 +105,14 @@ struct kv_report_meta;
 void kv_driver_backends_meta(struct kv_report_meta *meta);
 struct kv_result_list;
 kv_status kv_driver_backend_rows(const kv_driver_options *o, struct kv_result_list *out);
+/* A requested accel target (KV_ACCEL_TARGET / --accel-target) that names
+ * no backend at all (none loaded, none attempted): KV_ERR_INVALID_ARG, a
+ * configuration error (kvrun exits 2). One that was attempted and did not
+ * load stays an ERROR row, the plugin's failure being a result. */
+kv_status kv_driver_accel_target_check(void);
+/* The backend names a row can carry: cpu, accel and every plugin loaded
+ * or attempted (for baseline validation). Returns how many (at most cap). */
+int kv_driver_backend_names(const char **names, int cap);
 
 /* Checks option values; KV_ERR_INVALID_ARG with a message naming the flag
  * and the value ("--shard=3/2: K must be between 1 and N"). */
