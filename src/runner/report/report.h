@@ -123,6 +123,10 @@ kv_status kv_report_write_html(const kv_result_list *results, const kv_report_me
 kv_status kv_report_write_matrix(const kv_result_list *results, const kv_report_meta *meta,
                                  const char *path);
 
+/* failures.txt (report_failures.c): each failing row as a baseline entry. */
+kv_status kv_report_write_failures(const kv_result_list *results, const kv_report_meta *meta,
+                                   const char *path);
+
 /* mkdir -p: every missing component is created (0777 & ~umask). */
 kv_status kv_report_mkdirs(const char *dir);
 
@@ -132,5 +136,6 @@ kv_status kv_report_mkdirs(const char *dir);
 #define KV_REPORT_JUNIT "junit.xml"
 #define KV_REPORT_HTML "report.html"
 #define KV_REPORT_MATRIX "matrix.md"
+#define KV_REPORT_FAILURES "failures.txt"
 
 #endif
