@@ -37,6 +37,10 @@ static void usage(FILE *f) {
             "  --jobs=N            worker processes (default: the number of online CPUs)\n"
             "  --shard=K/N         run shard K of N (1 <= K <= N): the j-th selected case\n"
             "                      (in file order, after --filter) when j %% N == K-1\n"
+            "  --shard=auto[/N]    K/N from the CI engine: GitLab CI_NODE_INDEX/CI_NODE_TOTAL,\n"
+            "                      Buildkite BUILDKITE_PARALLEL_JOB/_COUNT, a Kubernetes\n"
+            "                      Indexed Job's JOB_COMPLETION_INDEX, or KV_SHARD_INDEX\n"
+            "                      (1-based); the last two with N or KV_SHARD_TOTAL\n"
             "  --timeout=SEC       per-case timeout in seconds (default %g); a case past\n"
             "                      it is killed and reported TIMEOUT\n"
             "  --isolate=MODE      fork (default): each case in a forked worker, so a\n"
@@ -265,6 +269,11 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         if (kv_parse_int(v, 1, 4096, &c->o.jobs) != 0) {
             return kv_usage_error("--jobs=%s: must be a whole number from 1 to 4096", v);
         }
+    } else if (strcmp(n, "shard") == 0 && strncmp(v, "auto", 4) == 0) {
+        char source[128];
+        if (kv_shard_auto(v, &c->o.shard_k, &c->o.shard_n, source, sizeof source) != KV_OK)
+            return kv_usage_error("%s", kv_last_error_message());
+        fprintf(stderr, "kvrun: --shard=%s: shard %d/%d (%s)\n", v, c->o.shard_k, c->o.shard_n, source);
     } else if (strcmp(n, "shard") == 0) {
         const char *slash = strchr(v, '/');
         char kbuf[32];

@@ -347,6 +347,7 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
                 kv_fastpath_gates_name(o->fastpath_gates), kv_accel_gate_name(kv_accel_gate_get()),
                 kv_accel_redispatch_enabled() ? "off" : "on", kv_key_name(kv_accel_target()));
     kv_driver_backends_meta(meta);
+    kv_driver_fingerprint(meta, o, cases);
     meta->start_time = (int64_t)time(NULL);
     meta->ncases = nsel;
     if (o->shard_n > 0) {

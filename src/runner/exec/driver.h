@@ -113,6 +113,14 @@ kv_status kv_driver_accel_target_check(void);
 /* The backend names a row can carry: cpu, accel and every plugin loaded
  * or attempted (for baseline validation). Returns how many (at most cap). */
 int kv_driver_backend_names(const char **names, int cap);
+/* shard_auto.c: --shard=auto or auto/N (spec is that text): K and N from
+ * the CI engine's environment; `source` says which variable gave them.
+ * KV_ERR_INVALID_ARG naming the variable on a bad or missing value. */
+kv_status kv_shard_auto(const char *spec, int *k, int *n, char *source, size_t cap);
+/* fingerprint.c: meta->fingerprint from the options, every input case
+ * (before filter and shard), the library's switches, meta->backends
+ * (filled first) and the KV_* environment. */
+void kv_driver_fingerprint(struct kv_report_meta *meta, const kv_driver_options *o, const kv_case_list *cases);
 
 /* Checks option values; KV_ERR_INVALID_ARG with a message naming the flag
  * and the value ("--shard=3/2: K must be between 1 and N"). */

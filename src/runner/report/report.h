@@ -43,8 +43,21 @@ typedef struct kv_report_backend {
     char reason[640];    /* why not, for unavailable and failed */
 } kv_report_backend;
 
+/* What makes two report folders shards of one run (merge refuses to mix
+ * folders whose fingerprints differ, naming the field). Each field is
+ * text, compared whole; "" in a folder written before fingerprints. */
+typedef struct kv_report_fingerprint {
+    char version[32];    /* kvsuite's version */
+    char cases[64];      /* "N cases, hash H": every input case ID, in order, before filter and shard */
+    char options[512];   /* what changes results or verdicts: filters, gates the fastpath check runs, baseline, golden */
+    char gates[256];     /* the library's switches: redispatch gate, kill switch, special paths, accel target */
+    char backends[512];  /* each backend's name, state and version */
+    char env[768];       /* the KV_* variables that change results, as set */
+} kv_report_fingerprint;
+
 /* What a run was, for the report headers. */
 typedef struct kv_report_meta {
+    kv_report_fingerprint fingerprint;
     char run_name[KV_REPORT_NAME_MAX];   /* e.g. the case files, "" for none */
     uint64_t seed;
     char options[KV_REPORT_OPTIONS_MAX]; /* gate/options text, free form */
