@@ -54,6 +54,11 @@ static void usage(FILE *f) {
             "                      Entries no case produced are removed only when the run\n"
             "                      is the whole suite: directories only, no case options,\n"
             "                      no --filter, no --shard\n"
+            "  --golden=MODE       a case whose golden key is not in the store: store: ERROR;\n"
+            "                      live: compared against the reference kernel run live\n"
+            "                      (its golden row is SKIP, saying so); auto (default):\n"
+            "                      live for a case line on the command line, store for\n"
+            "                      every case read from a file (the suite stays strict)\n"
             "  --dump=DIR          write each selected case's inputs and outputs to DIR\n"
             "  --gate=GATE         seed, exact or both (default): the redispatch gates the\n"
             "                      fastpath check (device=accel cases) runs under; the\n"
@@ -157,6 +162,7 @@ static const kv_flag kv_flags[] = {
     { "list-ops", KV_FLAG_BOOL, false },   { "backend", KV_FLAG_VALUE, true },
     { "gate", KV_FLAG_VALUE, false },      { "perf-reps", KV_FLAG_VALUE, false },
     { "accel-target", KV_FLAG_VALUE, false }, { "require-backend", KV_FLAG_VALUE, true },
+    { "golden", KV_FLAG_VALUE, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -307,6 +313,9 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->o.golden_dir = v;
     } else if (strcmp(n, "regen-golden") == 0) {
         c->o.regen_golden = true;
+    } else if (strcmp(n, "golden") == 0) {
+        if (kv_golden_mode_parse(v, &c->o.golden_mode) != 0)
+            return kv_usage_error("--golden=%s: expected auto, store or live", v);
     } else if (strcmp(n, "dump") == 0) {
         c->o.dump_dir = v;
     } else if (strcmp(n, "baseline") == 0) {
@@ -466,7 +475,7 @@ static int kvrun_tune_env(void) {
 /* perf mode times variants in this process: the flags about checks,
  * goldens and workers do not apply to it (a silent no-op would mislead). */
 static int kv_perf_flags_check(const kv_cli *c) {
-    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout" };
+    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout", "golden" };
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
         if (!c->seen[f]) continue;
@@ -543,6 +552,7 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
         if (k > 0) n += k;
     }
     c->o.run_name = name;
+    c->o.version = KV_VERSION_STRING;
     c->o.filters = c->filters;
     c->o.nfilters = c->nfilters;
     const int rc = kv_driver_run(&c->o, &cases, stdout);

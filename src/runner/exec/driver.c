@@ -489,7 +489,9 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         }
         st = kv_error_rows(sel, nsel, why, &results);
     } else {
-        const kv_run_env env = { .golden = store, .regen_golden = o->regen_golden, .dump_dir = o->dump_dir };
+        const kv_run_env env = {
+            .golden = store, .regen_golden = o->regen_golden, .dump_dir = o->dump_dir, .golden_mode = o->golden_mode
+        };
         kv_check_fastpath_set_gates(o->fastpath_gates); /* the forked workers inherit it */
         st = kv_isolate_run(sel, nsel, &env, &cfg, &results);
     }

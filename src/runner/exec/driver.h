@@ -76,9 +76,11 @@ typedef struct kv_driver_options {
      * golden entries no case produced. */
     bool regen_full;
     const char *dump_dir;        /* --dump=DIR, or NULL */
+    kv_golden_mode golden_mode;  /* --golden=: auto (0), store, live */
     const char *baseline_path;   /* --baseline=FILE, or NULL */
     bool list_only;              /* --list: print the selected IDs, run nothing */
     const char *run_name;        /* for report headers; NULL: "" */
+    const char *version;         /* kvsuite's version, for the fingerprint (the runner may not include kv/kv.h) */
     /* --gate=: the gates the fastpath check runs under, bit 1u << gate
      * (runner/check_fastpath.h); 0: both. */
     unsigned fastpath_gates;

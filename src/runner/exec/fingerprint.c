@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "kv/accel.h"
-#include "kv/kv.h"
 #include "runner/check/check_fastpath.h"
 #include "runner/golden/hash.h"
 #include "runner/report/report.h"
@@ -37,7 +36,7 @@ static const char *const kv_fingerprint_env[] = {
 void kv_driver_fingerprint(kv_report_meta *meta, const kv_driver_options *o, const kv_case_list *cases) {
     kv_report_fingerprint *f = &meta->fingerprint;
     memset(f, 0, sizeof *f);
-    snprintf(f->version, sizeof f->version, "%s", KV_VERSION_STRING);
+    snprintf(f->version, sizeof f->version, "%s", o->version ? o->version : "");
 
     kv_hash_stream *h = kv_hash_begin();
     if (h != NULL) {
@@ -59,6 +58,7 @@ void kv_driver_fingerprint(kv_report_meta *meta, const kv_driver_options *o, con
     if (o->baseline_path) put(f->options, sizeof f->options, &n, " baseline=%s", o->baseline_path);
     if (o->golden_dir) put(f->options, sizeof f->options, &n, " golden-dir=%s", o->golden_dir);
     if (o->regen_golden) put(f->options, sizeof f->options, &n, " regen-golden");
+    put(f->options, sizeof f->options, &n, " golden=%s", kv_golden_mode_name(o->golden_mode));
 
     n = 0;
     put(f->gates, sizeof f->gates, &n, "redispatch-gate=%s kill-switch=%s accel-target=%s",

@@ -129,6 +129,21 @@ void kv_report_console(FILE *out, const kv_result_list *results, const kv_report
                 (long long)c[KV_RESULT_XPASS], c[KV_RESULT_XPASS] == 1 ? "" : "es",
                 c[KV_RESULT_XPASS] == 1 ? "its" : "their", c[KV_RESULT_XPASS] == 1 ? "y" : "ies");
 
+    /* Cases with no stored golden that ran against the live reference
+     * (check_golden.c): shown, so a pass against the live reference is
+     * never mistaken for a pass against the store. */
+    int64_t nlive = 0;
+    const kv_check_result *first_live = NULL;
+    for (int i = 0; i < n; i++) {
+        const kv_check_result *r = &results->items[i];
+        if (r->status != KV_RESULT_SKIP || strncmp(r->message, "live reference:", 15) != 0) continue;
+        if (nlive++ == 0) first_live = r;
+    }
+    if (nlive > 0)
+        fprintf(out, "== live reference: %lld case%s had no stored golden and %s compared against the reference "
+                "kernel run live (e.g. %s); --golden=store makes that an ERROR\n",
+                (long long)nlive, nlive == 1 ? "" : "s", nlive == 1 ? "was" : "were", first_live->case_id);
+
     kv_report_hits hits[KV_REPORT_GATES];
     if (kv_report_hit_rates(results, hits) > 0) {
         for (int g = 0; g < KV_REPORT_GATES; g++) {
