@@ -39,7 +39,7 @@ expect 0 "" "shard 2/4 of another case set" -- $KVRUN cases/matmul.case --shard=
 expect 2 "they differ in the case set" "a shard of another case set is refused" -- \
     $KVRUN --merge "$T/s1" "$T/x2" "$T/s3" "$T/s4" --report-dir="$T/m2"
 expect 0 "" "shard 2/4 with --gate=seed" -- $KVRUN $F --shard=2/4 --gate=seed --report-dir="$T/g2"
-expect 2 "they differ in the options: 'fastpath-gates=both' vs 'fastpath-gates=seed'" "a shard with other gates is refused" -- \
+expect 2 "they differ in the options: 'fastpath-gates=both golden=auto' vs 'fastpath-gates=seed golden=auto'" "a shard with other gates is refused" -- \
     $KVRUN --merge "$T/s1" "$T/g2" "$T/s3" "$T/s4" --report-dir="$T/m3"
 expect 0 "" "shard 2/4 with KV_CPU_ISA=sse2" -- env KV_CPU_ISA=sse2 $KVRUN $F --shard=2/4 --report-dir="$T/e2"
 expect 2 "they differ in the environment" "a shard with another environment is refused" -- \

@@ -32,6 +32,7 @@
 #include "runner/check/check_util.h"
 #include "runner/check/compare.h"
 #include "runner/check/tolerance.h"
+#include "runner/report/dump.h"
 
 static const char *variants_entry_name(kv_entry_kind k) {
     switch (k) {
@@ -176,6 +177,11 @@ static void variants_backend(const kv_check_ctx *ctx, const kv_check_ref *ref, k
         for (int i = 0; i < out.n && ok; i++) ok = variants_compare(ctx, ref, i, expected[i], out.t[i], &r, &compared);
         if (ok) kv_check_result_set(&r, KV_RESULT_PASS, "%lld elements agree", (long long)compared);
         r.compared = compared > r.compared ? compared : r.compared;
+        /* --dump: the failing kernel's own outputs next to the reference's. */
+        if (!ok && ctx->env->dump_dir != NULL &&
+            kv_case_dump_failure(c, ctx->env->dump_dir, &r, (const kv_tensor *const *)out.t,
+                                 (const kv_tensor *const *)expected, out.n) != KV_OK)
+            kv_check_result_append(&r, "; --dump: %s", kv_last_error_message());
     }
     if (note[0]) kv_check_result_append(&r, "; %s", note);
     kv_case_outputs_free(&out);

@@ -31,7 +31,9 @@ void kv_report_put_problem(FILE *out, const kv_check_result *r) {
         put_text(out, r->message);
         fputc('\n', out);
     }
-    if (r->compared > 0 || r->mismatched > 0) {
+    /* The checks' messages already carry "N of M elements differ (...)";
+     * the counts line is for rows whose message does not. */
+    if ((r->compared > 0 || r->mismatched > 0) && strstr(r->message, "elements differ") == NULL) {
         char abs[40], ulp[40];
         kv_report_fmt_double(r->max_abs_err, abs, sizeof abs);
         if (r->max_ulps < 0) snprintf(ulp, sizeof ulp, "n/a");
