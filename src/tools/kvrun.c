@@ -1,8 +1,9 @@
 /* kvrun, the case runner's command line (DESIGN.md section 6): the
  * runner's own flags, the case grammar for everything else, and
  * runner/driver.h for the run itself.
- * Exit 0 when nothing failed, errored, crashed or timed out; 1 otherwise
- * (and when the library fails to initialize); 2 on a usage error. */
+ * Exit 0 when nothing failed, errored, crashed or timed out; 1 otherwise;
+ * 2 on a usage or configuration error (a bad flag, case line or KV_*
+ * variable, which kv_init reports naming it). */
 #include "kv/kv.h"
 #include "kv/backend.h"
 
@@ -63,8 +64,12 @@ static void usage(FILE *f) {
             "  --gate=GATE         seed, exact or both (default): the redispatch gates the\n"
             "                      fastpath check (device=accel cases) runs under; the\n"
             "                      other checks use KV_REDISPATCH_GATE (default exact)\n"
-            "  --baseline=FILE     known failures: matching failures become XFAIL, matching\n"
-            "                      passes XPASS (a stale entry fails the run)\n"
+            "  --baseline=FILE     known failures, lines of CASE_GLOB [CHECK_GLOB [BACKEND_GLOB]]:\n"
+            "                      matching failures become XFAIL; the passes of an entry\n"
+            "                      whose rows all pass become XPASS (a stale entry fails\n"
+            "                      the run); entries matching nothing are named; an unknown\n"
+            "                      check or backend exits 2. Every run writes\n"
+            "                      REPORT_DIR/failures.txt in this format\n"
             "  --mode=perf         time every kernel variant of each selected cpu case\n"
             "                      instead of checking it (in this process, one case at a\n"
             "                      time): median and min, GB/s or GFLOP/s, speedup over\n"
@@ -101,7 +106,8 @@ static void usage(FILE *f) {
             "A case line pastes after kvrun unchanged; every failure prints a repro line.\n"
             "Cases with the same ID run once. A run that selects no case is an error.\n"
             "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
-            "2 usage errors (bad flags, malformed case lines, nothing selected).\n",
+            "2 usage or configuration errors (unknown flags, bad values, malformed case lines,\n"
+            "nothing selected, and any empty or unknown KV_* value, named in the message).\n",
             KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR,
             KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP);
 }
@@ -114,8 +120,9 @@ static void load_backends(const char *const *paths, int n) {
 
 static int list_ops(const char *const *backends, int nbackends) {
     if (kv_init() != KV_OK) {
+        /* A bad KV_* setting (the message names it): a configuration error. */
         fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
-        return 1;
+        return 2;
     }
     load_backends(backends, nbackends);
     int n = kv_op_count();
