@@ -388,7 +388,7 @@ static kv_status kv_error_rows(const kv_case *const *sel, int n, const char *why
 
 int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *out) {
     FILE *err = o->err ? o->err : stderr;
-    if (kv_driver_options_check(o) != KV_OK) {
+    if (kv_driver_options_check(o) != KV_OK || kv_exact_verify_env_check() != KV_OK) {
         fprintf(err, "kvrun: %s\n", kv_last_error_message());
         return 2;
     }
