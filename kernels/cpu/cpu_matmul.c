@@ -20,7 +20,10 @@
  *
  * Scope: f32 and f64 with equal dtypes, any strides (packing reads
  * through them), empty dims; other dtypes and every error go to "ref". */
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#define MM_X86 1
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +83,7 @@ static void uk_generic_f64(int64_t kc, const double *ap, const double *bp, doubl
     memcpy(t, acc, sizeof acc);
 }
 
+#ifdef MM_X86
 __attribute__((target("avx2,fma"))) static void uk_avx2_f32(int64_t kc, const float *ap, const float *bp, float *t) {
     __m256 c[6][2];
     for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
@@ -148,9 +152,18 @@ __attribute__((target("avx512f"))) static void uk_avx512_f64(int64_t kc, const d
     }
 }
 
+#endif
+
 static const mm_kernel k_blocked = { "blocked", 4, 8, 4, 8, uk_generic_f32, uk_generic_f64 };
+#ifdef MM_X86
 static const mm_kernel k_avx2 = { "avx2", 6, 16, 6, 8, uk_avx2_f32, uk_avx2_f64 };
 static const mm_kernel k_avx512 = { "avx512", 8, 32, 8, 16, uk_avx512_f32, uk_avx512_f64 };
+#else
+/* Other ISAs (the aarch64 build of ninja cross-golden): the predicates
+ * refuse these variants (no AVX), so they only need to exist. */
+static const mm_kernel k_avx2 = { "avx2", 4, 8, 4, 8, uk_generic_f32, uk_generic_f64 };
+static const mm_kernel k_avx512 = { "avx512", 4, 8, 4, 8, uk_generic_f32, uk_generic_f64 };
+#endif
 
 /* ---- the blocked driver, once per element type ---- */
 

@@ -70,9 +70,14 @@ KVC_HD double kvc_unary_value(const kvc_unary_args *a, double v) {
     case KVC_SIN: return sin(v);
     case KVC_COS: return cos(v);
     case KVC_TANH: return tanh(v);
-    case KVC_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    /* Below 0, e^v/(1 + e^v): exp(-v) overflows below -709.78 (ref_unary.c). */
+    case KVC_SIGMOID: return v >= 0.0 ? 1.0 / (1.0 + exp(-v)) : exp(v) / (1.0 + exp(v));
     case KVC_RELU: return v < 0.0 ? 0.0 : v;
-    case KVC_SILU: return v / (1.0 + exp(-v));
+    /* Below -708 e^v is subnormal: (v e^(v/2)) e^(v/2) keeps its digits. */
+    case KVC_SILU:
+        if (v >= 0.0) return v / (1.0 + exp(-v));
+        if (v < -708.0) return (v * exp(0.5 * v)) * exp(0.5 * v);
+        return v * exp(v) / (1.0 + exp(v));
     case KVC_GELU: return v * 0.5 * (1.0 + erf(v / sqrt(2.0)));
     case KVC_GELU_TANH: return 0.5 * v * (1.0 + tanh(sqrt(2.0 / KVC_PI) * (v + 0.044715 * v * v * v)));
     case KVC_POW: return pow(v, a->p0);

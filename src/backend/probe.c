@@ -95,6 +95,12 @@ int kv_backend_probe(const char *path, kv_status (*load)(const char *path), char
     }
     if (pid == 0) {
         close(fds[0]);
+        /* A host (a test framework, a crash reporter) may catch SIGSEGV and
+         * carry on; in the child that would turn a plugin's crash into a
+         * second copy of the host running on with the loader's lock held.
+         * The child must die of what the plugin did. */
+        static const int fatal[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS };
+        for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) signal(fatal[i], SIG_DFL);
         g_stage_fd = fds[1];
         const kv_status st = load(path);
         char line[64];

@@ -150,6 +150,13 @@ void kv_allocator_install(kv_device_type t, const kv_allocator_iface *iface, voi
     pthread_mutex_unlock(&kv_install_lock);
 }
 
+void kv_allocator_reinstall(kv_device_type t, kv_allocator *a) {
+    if (!kv_device_type_valid(t) || (a != NULL && a->type != t)) return;
+    pthread_mutex_lock(&kv_install_lock);
+    atomic_store(&kv_table[t], a);
+    pthread_mutex_unlock(&kv_install_lock);
+}
+
 void *kv_allocator_alloc(kv_allocator *a, size_t nbytes) {
     if (a == NULL || a->iface.alloc == NULL) return NULL;
     void *p = a->iface.alloc(a->context, nbytes);

@@ -103,19 +103,101 @@ static void usage(FILE *f) {
             "exits 2), KV_PERFDISPATCH_LOG=1 logs each choice, KV_PERFDISPATCH_RETUNE=N\n"
             "re-tunes a geometry after N calls. --check=tune checks the choices.\n"
             "\n"
+            "--check=accuracy measures every backend and variant in ulps against the\n"
+            "correctly rounded truth (max and 99.9%%: %s/accuracy.md, accuracy.jsonl);\n"
+            "--fill=sweep walks a dtype's bit patterns. The full sweep:\n"
+            "  kvrun cases/accuracy/sweep.sweep --timeout=900\n"
+            "\n"
             "A case line pastes after kvrun unchanged; every failure prints a repro line.\n"
             "Cases with the same ID run once. A run that selects no case is an error.\n"
             "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
             "2 usage or configuration errors (unknown flags, bad values, malformed case lines,\n"
             "nothing selected, and any empty or unknown KV_* value, named in the message).\n",
             KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR,
-            KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP);
+            KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP, KV_DRIVER_DEFAULT_REPORT_DIR);
 }
 
 /* Loads the backend plugins (kv_init never does): one stderr line per
  * plugin skipped, and the run goes on. */
 static void load_backends(const char *const *paths, int n) {
     if (kv_backend_load_default(paths, n, stderr) < 0) fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+}
+
+/* Appends `word` to buf as one shell word: as is when every character is
+ * literal to a POSIX shell, else in single quotes ('\'' for a quote). */
+static void put_shell_word(char *buf, size_t cap, const char *word) {
+    size_t n = strlen(buf);
+    bool plain = word[0] != '\0';
+    for (const char *p = word; *p && plain; p++)
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                strchr("._,:=+-/@%", *p) != NULL;
+    if (n > 0 && n + 1 < cap) buf[n++] = ' ';
+    if (plain) {
+        snprintf(buf + n, cap - n, "%s", word);
+        return;
+    }
+    if (n + 1 < cap) buf[n++] = '\'';
+    for (const char *p = word; *p && n + 5 < cap; p++) {
+        if (*p == '\'') {
+            memcpy(buf + n, "'\\''", 4);
+            n += 4;
+        } else {
+            buf[n++] = *p;
+        }
+    }
+    if (n + 1 < cap) buf[n++] = '\'';
+    buf[n < cap ? n : cap - 1] = '\0';
+}
+
+/* A KV_* variable at its documented default changes nothing: left out of
+ * repro lines so they stay short. */
+static bool env_is_default(const char *name, const char *value) {
+    static const char *const defaults[][2] = {
+        { "KV_NO_REDISPATCH", "0" }, { "KV_REDISPATCH_GATE", "exact" }, { "KV_NO_DISPATCH_CACHE", "0" },
+        { "KV_ACCEL_DISABLE", "" },  { "KV_PERFDISPATCH_LOG", "0" },    { "KV_ACCEL_TARGET", "auto" },
+    };
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        if (strcmp(name, defaults[i][0]) == 0 && strcmp(value, defaults[i][1]) == 0) return true;
+    return false;
+}
+
+/* The start of every repro line (runner/case/case.h): the KV_* settings
+ * that differ from their defaults, the program as invoked, every plugin
+ * this run tried to load, the accel target and the fastpath gates. The
+ * plugins are spelled out, so KV_BACKEND_PATH is not needed; the accel
+ * target is spelled as the flag. */
+static void set_repro_prefix(unsigned fastpath_gates, const char *argv0) {
+    extern char **environ;
+    char buf[KV_CASE_REPRO_MAX / 2];
+    char word[600]; /* "--backend=" and a record's path */
+    buf[0] = '\0';
+    for (char **e = environ; *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "KV_", 3) != 0 || eq == NULL) continue;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+        if (strcmp(name, "KV_BACKEND_PATH") == 0 || strcmp(name, "KV_ACCEL_TARGET") == 0 ||
+            env_is_default(name, eq + 1))
+            continue;
+        put_shell_word(buf, sizeof buf, *e);
+    }
+    put_shell_word(buf, sizeof buf, argv0);
+    for (int i = 0; i < kv_backend_count(); i++) {
+        snprintf(word, sizeof word, "--backend=%s", kv_backend_at(i)->path);
+        put_shell_word(buf, sizeof buf, word);
+    }
+    if (kv_backend_count() == 0) put_shell_word(buf, sizeof buf, "--backend="); /* none, not the default folder */
+    char target[64];
+    kv_accel_requested_target(target, sizeof target);
+    if (strcmp(target, "auto") != 0) {
+        snprintf(word, sizeof word, "--accel-target=%s", target);
+        put_shell_word(buf, sizeof buf, word);
+    }
+    if (fastpath_gates != 0) {
+        snprintf(word, sizeof word, "--gate=%s", kv_fastpath_gates_name(fastpath_gates));
+        put_shell_word(buf, sizeof buf, word);
+    }
+    kv_case_repro_set_prefix(buf);
 }
 
 static int list_ops(const char *const *backends, int nbackends) {
@@ -533,6 +615,7 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
     }
     c->o.require_backends = c->require;
     c->o.nrequire = c->nrequire;
+    set_repro_prefix(c->o.fastpath_gates, argv[0]);
     const int tune_rc = kvrun_tune_env();
     if (tune_rc >= 0) {
         kv_path_list_free(&files);

@@ -253,6 +253,13 @@ kv_tensor *kv_backend_readable(const kv_tensor *t);
 /* Waits for the device of type t to finish queued work (no-op for host
  * memory). */
 kv_status kv_backend_synchronize(kv_device_type t);
+/* Raw bytes between the host and memory of device type t (a device
+ * address as its allocator returned it, plus a byte offset), through its
+ * backend's copy operations; plain memcpy for host memory. For code that
+ * owns device blocks below the tensor level: the runner's guarded
+ * allocator writes and reads its redzones with these. */
+kv_status kv_backend_mem_write(kv_device_type t, void *dst, const void *host_src, size_t nbytes);
+kv_status kv_backend_mem_read(kv_device_type t, void *host_dst, const void *src, size_t nbytes);
 
 /* Runs op's CPU reference kernel on the stack (the perf_dispatch "ref"
  * variant when the CPU key holds a variant set, so no tuning and no

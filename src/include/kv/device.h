@@ -68,6 +68,11 @@ void kv_allocator_install(kv_device_type t, const kv_allocator_iface *iface, voi
  * CPU allocator (e.g. one that fails, or adds redzones) can put it back:
  * kv_allocator_install(KV_DEVICE_CPU, kv_allocator_cpu_iface(), NULL). */
 const kv_allocator_iface *kv_allocator_cpu_iface(void);
+/* Makes `a` (what kv_allocator_for(t) returned earlier; NULL removes) the
+ * allocator of t again: how code that wrapped a backend's allocator for a
+ * while (the runner's guard) puts the backend's own back. Ignored when a
+ * is an allocator of another type. */
+void kv_allocator_reinstall(kv_device_type t, kv_allocator *a);
 
 void *kv_allocator_alloc(kv_allocator *a, size_t nbytes);
 void kv_allocator_free(kv_allocator *a, void *ptr, size_t nbytes);

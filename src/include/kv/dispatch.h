@@ -65,6 +65,16 @@ const kv_op *kv_op_handle(_Atomic(const kv_op *) *cache, const char *full_name);
 bool kv_dispatch_cache_enabled(void);
 void kv_dispatch_cache_set_enabled(bool enabled); /* tests and the runner */
 
+/* An observer of backend kernels: called with enter=true just before the
+ * kernel (or backend fallback) at a backend key runs and enter=false just
+ * after it returns, on the calling thread, nested calls included (a
+ * backward formula's mul inside another op). The runner's workers record
+ * the kernel in flight with it, so a crash or hang inside a kernel is
+ * attributed to that op and backend. NULL (the default) removes it; the
+ * hot path then pays one relaxed atomic load. */
+typedef void (*kv_kernel_observer)(const kv_op *op, kv_key key, bool enter);
+void kv_dispatch_set_kernel_observer(kv_kernel_observer fn);
+
 const char *kv_op_name(const kv_op *op);
 const kv_schema *kv_op_schema(const kv_op *op);
 /* The op's kv_op_id (build/gen/kv/op_ids.h) for ops of ops.schema; -1 for

@@ -20,6 +20,8 @@
 #define KV_CASE_MAX_ARGS 12      /* non-tensor arguments given in args= */
 #define KV_CASE_TEXT_MAX 96      /* one argument value, one op name */
 #define KV_CASE_ID_MAX 512
+/* A repro line: the program, its backends and settings, then the case. */
+#define KV_CASE_REPRO_MAX 1536
 
 /* Where a case came from, for file:line:col messages. */
 typedef struct kv_case_origin {
@@ -38,7 +40,8 @@ typedef enum kv_layout {
 typedef enum kv_fill {
     KV_FILL_EXACT,               /* small dyadic values: results exact in the output dtype */
     KV_FILL_REAL,                /* uniform over the op's domain */
-    KV_FILL_SPECIAL              /* NaN, +-Inf, +-0, subnormals, extremes */
+    KV_FILL_SPECIAL,             /* NaN, +-Inf, +-0, subnormals, extremes */
+    KV_FILL_SWEEP                /* a stratified walk over the dtype's bit patterns (accuracy sweeps) */
 } kv_fill;
 
 /* Checks a case can request (check=). A bit set: a case runs several. */
@@ -51,6 +54,7 @@ typedef enum kv_check_kind {
     KV_CHECK_GRAD,               /* gradcheck, and gradients equal across paths (check_grad.c) */
     KV_CHECK_FASTPATH,           /* device=accel: every fast path ON vs OFF bit for bit, and the counters (check_fastpath.c) */
     KV_CHECK_TUNE,               /* perf_dispatch: the choice is compatible, forced variants equal direct calls (check_tune.c) */
+    KV_CHECK_ACCURACY,           /* ulp error of every backend and variant against the truth (check_accuracy.c) */
     KV_CHECK_KIND_COUNT
 } kv_check_kind;
 
@@ -134,8 +138,15 @@ typedef struct kv_case {
 int kv_case_id(const kv_case *c, char *buf, int cap);
 /* The golden key: the logical problem only (no device, layout, checks). */
 int kv_case_golden_key(const kv_case *c, char *buf, int cap);
-/* A repro line that kvrun accepts: `kvrun --op=... --dtype=...`. */
+/* A repro line that kvrun accepts: `kvrun --op=... --dtype=...`, after
+ * the prefix below (default "kvrun"). */
 int kv_case_repro(const kv_case *c, char *buf, int cap);
+/* What every repro line starts with (repro.c): the program as invoked and
+ * whatever else makes the case run the same way — environment variables,
+ * --backend=, --accel-target=, --gate= — as one shell-ready text. kvrun
+ * sets it once its plugins are loaded; NULL restores "kvrun". */
+void kv_case_repro_set_prefix(const char *prefix);
+const char *kv_case_repro_prefix(void);
 
 const char *kv_layout_name(kv_layout l);        /* short: "c", "t", "s", "o", "b" */
 const char *kv_fill_name(kv_fill f);

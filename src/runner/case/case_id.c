@@ -85,7 +85,7 @@ int kv_case_repro(const kv_case *c, char *buf, int cap) {
     char value[KV_CASE_ID_MAX], word[KV_CASE_ID_MAX + 32];
     int n = 0;
     if (cap > 0) buf[0] = '\0';
-    kv_case_put(buf, cap, &n, "kvrun");
+    kv_case_put(buf, cap, &n, "%s", kv_case_repro_prefix());
     snprintf(word, sizeof word, "--op=%s", c->op);
     kv_put_word(buf, cap, &n, word);
     for (int r = 0; r < kv_case_option_count; r++) {

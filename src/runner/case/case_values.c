@@ -54,12 +54,13 @@ const char *kv_fill_name(kv_fill f) {
     case KV_FILL_EXACT: return "exact";
     case KV_FILL_REAL: return "real";
     case KV_FILL_SPECIAL: return "special";
+    case KV_FILL_SWEEP: return "sweep";
     }
     return "?";
 }
 
 int kv_fill_parse(const char *text, kv_fill *out) {
-    for (int i = KV_FILL_EXACT; i <= KV_FILL_SPECIAL; i++) {
+    for (int i = KV_FILL_EXACT; i <= KV_FILL_SWEEP; i++) {
         if (strcmp(text, kv_fill_name((kv_fill)i)) == 0) {
             *out = (kv_fill)i;
             return 0;
@@ -78,6 +79,7 @@ const char *kv_check_kind_name(kv_check_kind k) {
     case KV_CHECK_GRAD: return "grad";
     case KV_CHECK_FASTPATH: return "fastpath";
     case KV_CHECK_TUNE: return "tune";
+    case KV_CHECK_ACCURACY: return "accuracy";
     case KV_CHECK_KIND_COUNT: break;
     }
     return "?";

@@ -8,6 +8,7 @@
 
 #include "runner/check/check.h"
 #include "runner/check/check_util.h"
+#include "runner/exec/inflight.h"
 #include "runner/report/dump.h"
 
 static const kv_check kv_checks[] = {
@@ -19,6 +20,7 @@ static const kv_check kv_checks[] = {
     { "grad", KV_CHECK_GRAD, kv_check_grad_run },
     { "fastpath", KV_CHECK_FASTPATH, kv_check_fastpath_run },
     { "tune", KV_CHECK_TUNE, kv_check_tune_run },
+    { "accuracy", KV_CHECK_ACCURACY, kv_check_accuracy_run },
 };
 
 #define KV_CHECKS_N ((int)(sizeof kv_checks / sizeof kv_checks[0]))
@@ -70,7 +72,9 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
         const int at = results->n;
         kv_error_clear();
         const double t0 = check_now();
+        kv_inflight_set_check(k->name);
         k->run(&ctx);
+        kv_inflight_set_check("");
         const double dt = check_now() - t0;
         /* A check that appends several rows (one per backend) splits its
          * time evenly: reports sum seconds per case. */

@@ -610,9 +610,31 @@ static void fp_calls_text(const fp_run *r, char *buf, int cap) {
              (unsigned long long)r->calls.manual, (unsigned long long)r->calls.slow);
 }
 
+/* Whether an ON/OFF difference is the kernel's own nondeterminism: the
+ * differing configuration run again, and slow run again, each compared
+ * with its first run. true with what differs in why. */
+static bool fp_nondeterministic(const kv_check_ctx *ctx, const fp_config *cfg, kv_accel_gate gate,
+                                const fp_run *first, const fp_run *slow, char *why, int cap) {
+    const fp_run *firsts[2] = { first, slow };
+    const fp_config off = fp_config_all("slow", false);
+    const fp_config *cfgs[2] = { cfg, &off };
+    for (int k = 0; k < 2; k++) {
+        fp_run *again = calloc(1, sizeof *again);
+        if (again == NULL) return false;
+        fp_run_one(ctx, cfgs[k], gate, again);
+        char d[1200];
+        const bool same = again->harness || fp_runs_same(again, firsts[k], d, (int)sizeof d);
+        if (!same) snprintf(why, (size_t)cap, "%s twice: %s", firsts[k]->config, d);
+        fp_run_free(again);
+        free(again);
+        if (!same) return true;
+    }
+    return false;
+}
+
 /* The verdict of one gate's row; runs[0] is "on" under that gate. */
-static void fp_judge(const kv_check_ctx *ctx, kv_accel_gate gate, const fp_run *slow, const fp_run *runs, int nruns,
-                     kv_check_result *r) {
+static void fp_judge(const kv_check_ctx *ctx, kv_accel_gate gate, const fp_run *slow, const fp_run *runs,
+                     const fp_config *configs, int nruns, kv_check_result *r) {
     const kv_case *c = ctx->c;
     const char *op = kv_op_name(ctx->op);
     const fp_run *on = &runs[0];
@@ -642,6 +664,15 @@ static void fp_judge(const kv_check_ctx *ctx, kv_accel_gate gate, const fp_run *
     }
     for (int i = 0; i < nruns; i++) {
         if (!fp_runs_same(&runs[i], slow, why, (int)sizeof why)) {
+            char nd[1300];
+            if (fp_nondeterministic(ctx, &configs[i], gate, &runs[i], slow, nd, (int)sizeof nd)) {
+                const kv_key t = kv_accel_target();
+                kv_check_result_set(r, KV_RESULT_FAIL,
+                                    "%s is nondeterministic on the accel target (%s): two identical calls gave "
+                                    "different results (%s), so ON vs OFF cannot be judged",
+                                    op, t == KV_KEY_NONE ? "none" : kv_key_name(t), nd);
+                return;
+            }
             kv_check_result_set(r, KV_RESULT_FAIL, "fast path ON (%s) differs from OFF (%s), ON vs OFF: %s",
                                 runs[i].config, slow->config, why);
             return;
@@ -753,7 +784,7 @@ void kv_check_fastpath_run(const kv_check_ctx *ctx) {
             if (configs[i].gated) fp_run_one(ctx, &configs[i], (kv_accel_gate)g, &runs[i]);
             else runs[i] = shared[i]; /* borrowed: freed once, below */
         }
-        fp_judge(ctx, (kv_accel_gate)g, slow, runs, nconfigs, &r);
+        fp_judge(ctx, (kv_accel_gate)g, slow, runs, configs, nconfigs, &r);
         for (int i = 0; i < nconfigs; i++) {
             if (configs[i].gated) fp_run_free(&runs[i]);
             memset(&runs[i], 0, sizeof runs[i]);

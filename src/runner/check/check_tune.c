@@ -19,6 +19,7 @@
 #include "kv/backend.h"
 #include "kv/tune.h"
 #include "runner/check/check_util.h"
+#include "runner/exec/inflight.h"
 #include "runner/check/compare.h"
 #include "runner/check/tolerance.h"
 
@@ -103,7 +104,7 @@ static bool tune_same(const kv_check_ctx *ctx, const kv_case_outputs *a, const k
 }
 
 static void tune_backend(const kv_check_ctx *ctx, kv_key key) {
-    char check[32];
+    char check[64];
     snprintf(check, sizeof check, "tune:%s", kv_key_name(key));
     kv_check_result r;
     kv_check_result_begin(&r, ctx, check, kv_device_type_name((kv_device_type)key));
@@ -208,6 +209,7 @@ void kv_check_tune_run(const kv_check_ctx *ctx) {
     for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
         if (!kv_tune_is_dispatching(ctx->op, (kv_key)k)) continue;
         if (kv_allocator_for((kv_device_type)k) == NULL) continue;
+        if (kv_inflight_excluded() & kv_keyset_of((kv_key)k)) continue; /* it crashed this case: the rerun */
         /* device=X cases check X's variants; CPU cases every backend's. */
         if (c->device.type != KV_DEVICE_CPU && c->device.type != (kv_device_type)k) continue;
         tune_backend(ctx, (kv_key)k);

@@ -72,6 +72,38 @@ kv_status kv_check_golden_key(const kv_case *c, char *buf, int cap);
 kv_status kv_check_golden_expected(const kv_check_ctx *ctx, const kv_check_ref *ref,
                                    kv_tensor *expected[KV_CASE_MAX_OUTPUTS], char *note, int cap);
 
+/* One visit of kv_check_each_backend: a backend key, and a variant name
+ * (NULL: the backend's kernel as dispatched). */
+typedef void (*kv_check_backend_fn)(const kv_check_ctx *ctx, kv_key key, const char *variant, void *user);
+/* Visits every backend and variant the case runs on (check_backend.c):
+ * what the variants and accuracy checks share. */
+void kv_check_each_backend(const kv_check_ctx *ctx, kv_check_backend_fn fn, void *user);
+/* "<prefix>:<Key>" or "<prefix>:<Key>/<variant>" into buf. */
+void kv_check_backend_row_name(const char *prefix, kv_key key, const char *variant, char *buf, int cap);
+/* What one backend call brings back (kv_check_backend_call). The caller
+ * sets meta and twice; the call fills the rest. */
+typedef struct kv_check_call {
+    /* The reference's output metadata (check_meta.h): the call's outputs
+     * must match it; NULL: not checked. */
+    const struct kv_meta_expect *meta;
+    /* Call the op a second time on fresh inputs and fail a kernel whose
+     * two identical calls disagree: nondeterminism no tolerance covers,
+     * and which other checks would misreport (fast path ON vs OFF). */
+    bool twice;
+    kv_case_outputs out;  /* on success: host-readable, free them */
+    char meta_diff[512];  /* "" or how the metadata differs from meta */
+} kv_check_call;
+
+/* Calls the op on `key` (pinned to `variant` when not NULL) with the
+ * case's layouts and brings the outputs to the host. true: call->out
+ * holds nref_out outputs (free them) and call->meta_diff says whether
+ * their metadata is wrong. false: nothing to free, and `r` has the row's
+ * status (UNSUPPORTED, SKIP, ERROR or FAIL) and message. A crash or hang
+ * in here is attributed to `r->check` and `variant` (runner/exec/
+ * inflight.h). */
+bool kv_check_backend_call(const kv_check_ctx *ctx, int nref_out, kv_key key, const char *variant,
+                           kv_check_call *call, kv_check_result *r);
+
 /* The run functions of the check table (check.c), one per file. */
 void kv_check_golden_run(const kv_check_ctx *ctx);
 void kv_check_variants_run(const kv_check_ctx *ctx);
@@ -81,6 +113,7 @@ void kv_check_fastpath_run(const kv_check_ctx *ctx);
 void kv_check_lazy_run(const kv_check_ctx *ctx);  /* check_lazy.c */
 void kv_check_grad_run(const kv_check_ctx *ctx);  /* check_grad.c */
 void kv_check_tune_run(const kv_check_ctx *ctx);  /* check_tune.c */
+void kv_check_accuracy_run(const kv_check_ctx *ctx);  /* check_accuracy.c */
 
 /* The status of a row whose call failed with `st` where a failure was
  * not expected: UNSUPPORTED when a device backend has no kernel for the

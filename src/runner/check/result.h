@@ -34,18 +34,27 @@ typedef struct kv_mismatch {
 } kv_mismatch;
 
 #define KV_RESULT_MAX_MISMATCHES 8
+
+/* The ulp-error histogram of an accuracy row (runner/check/ulp_hist.h):
+ * bins 0..15 count errors of exactly that many ulps, bins 16..75 errors in
+ * [2^(b-12), 2^(b-11)), bin 76 elements whose NaN-ness differs from the
+ * truth (a NaN where a number belongs, or the reverse). */
+#define KV_ULP_BINS 77
 #define KV_RESULT_MESSAGE_MAX 1024
+/* What the case's code printed on stdout/stderr (a plugin's debug lines),
+ * captured by the forked worker, cut to this many bytes. */
+#define KV_RESULT_OUTPUT_MAX 512
 
 /* One (case, check) outcome: one JSON line, one JUnit testcase. */
 typedef struct kv_check_result {
     char case_id[KV_CASE_ID_MAX];
     char op[KV_CASE_TEXT_MAX];
-    char check[32];              /* "golden", "variants:cpu/ref", "memory", ... */
+    char check[64];              /* "golden", "variants:cpu/ref", "memory", ... */
     char backend[32];            /* "cpu", "sim", "accel" */
     kv_dtype dtype;              /* of the first input: the support-matrix column */
     kv_result_status status;
     char message[KV_RESULT_MESSAGE_MAX];
-    char repro[KV_CASE_ID_MAX];
+    char repro[KV_CASE_REPRO_MAX];
     double seconds;
     /* Comparison detail (FAIL of a data check). */
     int64_t compared, mismatched;
@@ -56,6 +65,17 @@ typedef struct kv_check_result {
      * path (kv_accel_path) in the run with every fast path on; the report
      * sums them into each gate's hit rate. 0 in every other row. */
     int64_t fast_calls, slow_calls, manual_calls;
+    /* stdout and stderr of the worker while it ran this case ("" when
+     * nothing was printed or the case ran in process); every row of the
+     * case carries it. Ends with "..." when cut. */
+    char output[KV_RESULT_OUTPUT_MAX];
+    /* accuracy rows: how far each floating output component is from the
+     * correctly rounded truth, in ulps of the output dtype. ulp_elements
+     * is the histogram's total; ulp_max its largest finite-class error
+     * (+Inf when a NaN is wrong). 0 in every other row. */
+    int64_t ulp_elements;
+    double ulp_max;
+    int64_t ulp_hist[KV_ULP_BINS];
 } kv_check_result;
 
 /* A growable list of results, the unit reports work on. */

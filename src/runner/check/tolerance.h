@@ -92,6 +92,12 @@ double kv_gamma(double n, double u);
  * row (NULL when none). */
 kv_cmp_rule kv_tol_rule_for(const kv_case *c, kv_dtype out_dtype, kv_bound_kind *bound,
                             const kv_tol_entry **entry);
+/* Whether kernels reached on device `d` are the golden references
+ * themselves (the CPU in reference mode; accel on a CPU target): the
+ * lazy check compares those bitwise, and holds every other backend to
+ * kv_tol_rule_for, as the variants check does. */
+bool kv_tol_device_is_reference(kv_device d);
+
 /* The golden check's rule: the case's tol= if given; else bitwise, or
  * ULP 1 for libm ops (golden_libm rows). */
 kv_cmp_rule kv_tol_golden_rule(const kv_case *c, kv_dtype out_dtype);

@@ -336,7 +336,12 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     char *b = meta->options;
     const int cap = (int)sizeof meta->options;
     kv_put_text(b, cap, &n, "isolate=%s", kv_isolate_mode_name(cfg->mode));
-    if (cfg->mode == KV_ISOLATE_FORK) kv_put_text(b, cap, &n, " jobs=%d timeout=%gs", cfg->jobs, cfg->timeout_seconds);
+    if (cfg->mode == KV_ISOLATE_FORK) {
+        kv_put_text(b, cap, &n, " jobs=%d timeout=%gs", cfg->jobs, cfg->timeout_seconds);
+        int mib = -1;
+        if (kv_isolate_worker_mem(cfg, &mib) == KV_OK && mib > 0) kv_put_text(b, cap, &n, " worker-mem=%dMiB", mib);
+        else kv_put_text(b, cap, &n, " worker-mem=none");
+    }
     if (o->regen_golden) kv_put_text(b, cap, &n, " regen-golden");
     for (int i = 0; i < o->nfilters; i++) kv_put_text(b, cap, &n, " filter=%s", o->filters[i]);
     if (o->baseline_path) kv_put_text(b, cap, &n, " baseline=%s", o->baseline_path);
@@ -470,6 +475,12 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     };
     if (o->regen_golden && o->isolate == KV_ISOLATE_FORK) {
         fprintf(err, "kvrun: --regen-golden runs every case in this process (--isolate=none, no timeout)\n");
+    }
+    int worker_mib;
+    if (cfg.mode == KV_ISOLATE_FORK && kv_isolate_worker_mem(&cfg, &worker_mib) != KV_OK) {
+        fprintf(err, "kvrun: %s\n", kv_last_error_message());
+        free(sel);
+        return 2;
     }
     kv_report_meta meta;
     kv_fill_meta(&meta, o, cases, nsel, &cfg);

@@ -417,6 +417,49 @@ static fill_value fill_special(const kv_fill_plan *p, kv_dtype dt, uint64_t ctr)
     return fill_real_value(v[fill_digit(ctr, p->digit, FILL_NSPECIAL_F)], 0.0);
 }
 
+/* The sweep fill: element k of n is one bit pattern drawn at random from
+ * stratum k of an even split of the dtype's patterns (all of them; only
+ * the positive half for ops whose domain is positive, so log and sqrt do
+ * not spend half the sweep on NaN). A stratified sample: every region of
+ * the line of floats (subnormals, each binade, Inf and NaN) gets its share,
+ * and no two runs of one case differ. When n exceeds the number of
+ * patterns (f16, bf16) each pattern comes n / 2^w times, in order. Real
+ * floating dtypes only; everything else fills as `real`. */
+static fill_value fill_sweep(const kv_fill_plan *p, kv_dtype dt, uint64_t key, uint64_t ctr, int64_t n) {
+    int w;
+    switch (dt) {
+    case KV_F16:
+    case KV_BF16: w = 16; break;
+    case KV_F32: w = 32; break;
+    default: w = 64; break;
+    }
+    const bool positive = p->domain == KV_DOMAIN_POSITIVE;
+    const int span_bits = positive ? w - 1 : w;
+    const uint64_t span_m1 = span_bits == 64 ? ~0ull : (1ull << span_bits) - 1; /* patterns - 1 */
+    uint64_t bits;
+    if (span_bits < 64 && (uint64_t)n > span_m1) {
+        bits = ctr & span_m1;
+    } else {
+        /* step = floor(2^span / n), so stratum k is [k*step, (k+1)*step). */
+        const uint64_t step = span_m1 / (uint64_t)n + (span_m1 % (uint64_t)n + 1 == (uint64_t)n ? 1 : 0);
+        bits = ctr * step + kv_rng_below(key, ctr, step > 0 ? step : 1);
+    }
+    double v;
+    switch (dt) {
+    case KV_F16: v = kv_f16_to_f32((uint16_t)bits); break;
+    case KV_BF16: v = kv_bf16_to_f32((uint16_t)bits); break;
+    case KV_F32: {
+        const uint32_t u = (uint32_t)bits;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        v = f;
+        break;
+    }
+    default: memcpy(&v, &bits, sizeof v); break;
+    }
+    return fill_real_value(v, 0.0);
+}
+
 static void fill_store(kv_dtype dt, void *dst, fill_value v) {
     if (v.is_int) {
         if (dt == KV_BOOL)
@@ -450,14 +493,18 @@ kv_status kv_fill_tensor(kv_tensor *t, kv_fill mode, const kv_fill_plan *plan, u
         fill_value v;
         if (mode == KV_FILL_SPECIAL) {
             v = fill_special(plan, t->dtype, ctr);
+        } else if (mode == KV_FILL_SWEEP && kv_dtype_is_floating(t->dtype) && !cplx &&
+                   plan->domain != KV_DOMAIN_INDEX && plan->domain != KV_DOMAIN_BOOL) {
+            v = fill_sweep(plan, t->dtype, key, ctr, slice);
         } else if (cplx && plan->domain != KV_DOMAIN_INDEX && plan->domain != KV_DOMAIN_BOOL) {
             /* Independent components from counters 2c and 2c + 1. */
             const kv_dtype real = kv_dtype_to_real(t->dtype);
-            const fill_value re = fill_component(mode, plan, real, key, 2 * ctr);
-            const fill_value im = fill_component(mode, plan, real, key, 2 * ctr + 1);
+            const kv_fill m = mode == KV_FILL_SWEEP ? KV_FILL_REAL : mode;
+            const fill_value re = fill_component(m, plan, real, key, 2 * ctr);
+            const fill_value im = fill_component(m, plan, real, key, 2 * ctr + 1);
             v = fill_real_value(re.is_int ? (double)re.i : re.re, im.is_int ? (double)im.i : im.re);
         } else {
-            v = fill_component(mode, plan, t->dtype, key, ctr);
+            v = fill_component(mode == KV_FILL_SWEEP ? KV_FILL_REAL : mode, plan, t->dtype, key, ctr);
         }
         fill_store(t->dtype, data + (size_t)k * item, v);
     }

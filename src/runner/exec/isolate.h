@@ -17,6 +17,21 @@
  * dead worker had not yet sent are lost: the one row stands for the whole
  * case (its check is "case").
  *
+ * Attribution (runner/exec/inflight.h): each worker records the backend
+ * kernel in flight in memory shared with the parent. A crash or timeout
+ * inside a kernel names it ("in the add.Tensor kernel of Plugin0, check
+ * memory:Plugin0") and the row's backend is that kernel's; when that
+ * backend is not the case's own device (a plugin swept by a cpu case), the
+ * case is run again without it, so the other backends' rows survive
+ * (after the crash row). A worker past its memory cap (cfg->worker_mem_mib)
+ * that dies is reported as "worker out of memory (cap N MiB)"; a worker
+ * that grew past half its cap is replaced after its case.
+ *
+ * Output: a worker's stdout and stderr go to a file of its own, emptied
+ * before each case; what the case printed (a plugin's debug lines) is
+ * attached to every row of the case (kv_check_result.output), crash rows
+ * included. The parent's own stdout and stderr are untouched.
+ *
  * Workers are forked lazily from the calling process, so they inherit
  * everything the caller set up before the call: kv_init, the golden store,
  * ops and kernels registered at run time (tests register bad kernels this
@@ -48,7 +63,19 @@ typedef struct kv_isolate_config {
     kv_isolate_mode mode;
     int jobs;                  /* workers (fork mode), >= 1 */
     double timeout_seconds;    /* per case (fork mode), > 0 */
+    /* Address-space cap of each worker in MiB (setrlimit RLIMIT_AS), so a
+     * leaking kernel fails its own case instead of eating the machine.
+     * 0: KV_WORKER_MEM from the environment, else KV_ISOLATE_DEFAULT_MEM_MIB;
+     * negative: no cap. Sanitizer builds (ASan, TSan) never cap: their
+     * shadow memory alone is terabytes of address space. */
+    int worker_mem_mib;
 } kv_isolate_config;
+
+#define KV_ISOLATE_DEFAULT_MEM_MIB 4096
+
+/* The cap cfg asks for, in MiB (the rule above); -1: none. An unparsable
+ * KV_WORKER_MEM is an error naming it. */
+kv_status kv_isolate_worker_mem(const kv_isolate_config *cfg, int *mib);
 
 /* Runs cases[0..n) and appends their rows to `out`, case by case in index
  * order. Returns KV_OK once every case has rows (a crash, hang or failed

@@ -61,6 +61,16 @@ const char *kv_exact_family_name(kv_exact_family f);
  * reference's). stats may be NULL. */
 kv_status kv_exact_golden(const kv_case *c, const kv_op *op, kv_case_outputs *out, kv_exact_stats *stats);
 
+/* Clears the sign bit of every NaN element of the floating outputs. The
+ * default NaN an invalid operation makes is ISA-specific (x86: negative,
+ * aarch64 and most others: positive) and the sign of a NaN is not part of
+ * any op's semantics (README "Golden semantics"), so the store keeps NaNs
+ * positive with their payload bits: that is what makes it regenerate bit
+ * for bit on another ISA (ninja cross-golden). kv_exact_golden applies it
+ * to its outputs; the golden check applies it to the reference's outputs
+ * before hashing them against the store. */
+void kv_exact_canonical_nans(kv_case_outputs *out);
+
 /* The process-wide counts of a --regen-golden run (regeneration runs in
  * the parent process only, never concurrently). */
 kv_exact_stats *kv_exact_run_stats(void);

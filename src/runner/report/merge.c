@@ -126,7 +126,7 @@ static int parse_object(const json_t *o, kv_check_result *r, char *why, int whyc
     static const char *const keys[] = { "case_id", "op",       "check",       "backend",  "dtype",
                                         "status",  "message",  "repro",       "seconds",  "compared",
                                         "mismatched", "max_abs_err", "max_ulps", "mismatches",
-                                        "fast_calls", "manual_calls", "slow_calls" };
+                                        "fast_calls", "manual_calls", "slow_calls", "output" };
     if (!json_is_object(o)) return fail(why, whycap, "expected a JSON object, got %s", type_name(o));
     if (only_keys(o, keys, (int)(sizeof keys / sizeof keys[0]), "", why, whycap) != 0) return -1;
     memset(r, 0, sizeof *r);
@@ -148,6 +148,8 @@ static int parse_object(const json_t *o, kv_check_result *r, char *why, int whyc
         get_int(o, "mismatched", &r->mismatched, why, whycap) != 0 ||
         get_real(o, "max_abs_err", &r->max_abs_err, why, whycap) != 0 ||
         get_real(o, "max_ulps", &r->max_ulps, why, whycap) != 0)
+        return -1;
+    if (json_object_get(o, "output") && get_string(o, "output", r->output, sizeof r->output, why, whycap) != 0)
         return -1;
     /* Only the fastpath check's rows carry path counts. */
     if ((json_object_get(o, "fast_calls") && get_int(o, "fast_calls", &r->fast_calls, why, whycap) != 0) ||

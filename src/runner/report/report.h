@@ -139,6 +139,12 @@ kv_status kv_report_write_matrix(const kv_result_list *results, const kv_report_
 /* failures.txt (report_failures.c): each failing row as a baseline entry. */
 kv_status kv_report_write_failures(const kv_result_list *results, const kv_report_meta *meta,
                                    const char *path);
+/* accuracy.md / accuracy.jsonl (report_accuracy.c): the accuracy rows
+ * merged per backend x variant x op x dtype; nothing is written when the
+ * run has no accuracy rows. */
+kv_status kv_report_write_accuracy(const kv_result_list *results, const kv_report_meta *meta, const char *path);
+kv_status kv_report_write_accuracy_jsonl(const kv_result_list *results, const kv_report_meta *meta,
+                                         const char *path);
 
 /* mkdir -p: every missing component is created (0777 & ~umask). */
 kv_status kv_report_mkdirs(const char *dir);
@@ -150,5 +156,7 @@ kv_status kv_report_mkdirs(const char *dir);
 #define KV_REPORT_HTML "report.html"
 #define KV_REPORT_MATRIX "matrix.md"
 #define KV_REPORT_FAILURES "failures.txt"
+#define KV_REPORT_ACCURACY "accuracy.md"
+#define KV_REPORT_ACCURACY_JSONL "accuracy.jsonl"
 
 #endif

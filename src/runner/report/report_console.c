@@ -3,6 +3,7 @@
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -56,6 +57,11 @@ void kv_report_put_problem(FILE *out, const kv_check_result *r) {
     }
     if (r->mismatched > nm && nm > 0)
         fprintf(out, INDENT "... and %lld more\n", (long long)(r->mismatched - nm));
+    if (r->output[0]) {
+        fputs(INDENT "output: ", out);
+        put_text(out, r->output);
+        fputc('\n', out);
+    }
     if (r->repro[0]) {
         fputs(INDENT "repro: ", out);
         put_text(out, r->repro);
@@ -111,6 +117,45 @@ static void put_header(FILE *out, const kv_result_list *results, const kv_report
     }
 }
 
+#define KV_CONSOLE_OUTPUTS_SHOWN 5
+
+/* Cases whose code printed something (a plugin's debug lines, captured by
+ * the workers): every row of such a case carries it, and a passing case
+ * has no problem entry to show it under, so the first few are named here
+ * with their first line. Rows of one case are adjacent. */
+static void put_outputs(FILE *out, const kv_result_list *results) {
+    const int n = results ? results->n : 0;
+    int ncases = 0;
+    const char *last = NULL;
+    for (int i = 0; i < n; i++) {
+        const kv_check_result *r = &results->items[i];
+        if (!r->output[0] || (last && strcmp(last, r->case_id) == 0)) continue;
+        last = r->case_id;
+        ncases++;
+    }
+    if (ncases == 0) return;
+    fprintf(out, "== %d case%s printed to stdout/stderr (\"output\" in results.jsonl):\n", ncases,
+            ncases == 1 ? "" : "s");
+    int shown = 0;
+    last = NULL;
+    for (int i = 0; i < n && shown < KV_CONSOLE_OUTPUTS_SHOWN; i++) {
+        const kv_check_result *r = &results->items[i];
+        if (!r->output[0] || (last && strcmp(last, r->case_id) == 0)) continue;
+        last = r->case_id;
+        const char *nl = strchr(r->output, '\n');
+        char first[160];
+        snprintf(first, sizeof first, "%.*s%s", (int)(nl ? nl - r->output : (ptrdiff_t)strlen(r->output)),
+                 r->output, nl ? " ..." : "");
+        fputs(INDENT, out);
+        put_text(out, r->case_id);
+        fputs(": ", out);
+        put_text(out, first);
+        fputc('\n', out);
+        shown++;
+    }
+    if (ncases > shown) fprintf(out, INDENT "... and %d more\n", ncases - shown);
+}
+
 void kv_report_console(FILE *out, const kv_result_list *results, const kv_report_meta *meta) {
     if (out == NULL) return;
     put_header(out, results, meta);
@@ -126,6 +171,7 @@ void kv_report_console(FILE *out, const kv_result_list *results, const kv_report
         for (int i = 0; i < n; i++)
             if (kv_result_status_is_bad(results->items[i].status)) kv_report_put_problem(out, &results->items[i]);
     }
+    put_outputs(out, results);
     if (c[KV_RESULT_XPASS] > 0)
         fprintf(out, "== the baseline is stale: %lld unexpected pass%s (XPASS); remove %s entr%s from the baseline file\n",
                 (long long)c[KV_RESULT_XPASS], c[KV_RESULT_XPASS] == 1 ? "" : "es",

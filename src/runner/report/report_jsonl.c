@@ -97,6 +97,7 @@ static json_t *result_json(const kv_check_result *r) {
         bad |= m == NULL || json_array_append_new(arr, m) != 0;
     }
     bad |= put(o, "mismatches", arr);
+    if (r->output[0]) bad |= put(o, "output", str_json(r->output));
     if (strncmp(r->check, "fastpath", 8) == 0) {
         /* The path counts of the fastpath check's rows (hit rates). */
         bad |= put(o, "fast_calls", json_integer((json_int_t)r->fast_calls));

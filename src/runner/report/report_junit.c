@@ -96,7 +96,7 @@ static void put_testcase(FILE *f, const kv_check_result *r) {
     case KV_RESULT_UNSUPPORTED: tag = "skipped"; break;
     case KV_RESULT_PASS: break;
     }
-    const bool has_out = r->repro[0] != '\0';
+    const bool has_out = r->repro[0] != '\0' || r->output[0] != '\0';
     if (tag == NULL && !has_out) {
         fputs("/>\n", f);
         return;
@@ -114,6 +114,12 @@ static void put_testcase(FILE *f, const kv_check_result *r) {
         if (r->repro[0]) {
             fputs("repro: ", f);
             kv_report_put_escaped(f, r->repro, false);
+            fputc('\n', f);
+        }
+        /* What the case printed (a plugin's lines), captured by its worker. */
+        if (r->output[0]) {
+            fputs("output:\n", f);
+            kv_report_put_escaped(f, r->output, false);
             fputc('\n', f);
         }
         fputs("</system-out>\n", f);
