@@ -42,6 +42,15 @@ count=$((count + 1))
 echo "=== bring-up"
 sh tests/test_bringup.sh || failed="$failed bringup"
 
+# The CLI script tests (exit codes, baselines, merges, shards, live
+# references, dumps): each tests/ci/*.sh but lib.sh is one more program.
+for script in tests/ci/*.sh; do
+    [ "$(basename "$script")" = lib.sh ] && continue
+    count=$((count + 1))
+    echo "=== $script"
+    sh "$script" || failed="$failed $(basename "$script" .sh)"
+done
+
 # The suite itself, as one more program: every case file against the
 # committed golden store (reports go under build/, not into reports/).
 count=$((count + 1))
@@ -49,6 +58,13 @@ echo "=== kvrun cases/"
 if ! build/kvrun cases/ --report-dir="$dir/../suite-report"; then
     failed="$failed kvrun-suite"
 fi
+# The green suite's report.html stays small (issue 13: it was 12 MB); the
+# full row list is results.jsonl's job.
+count=$((count + 1))
+echo "=== report.html size"
+size=$(wc -c <"$dir/../suite-report/report.html")
+echo "report.html: $size bytes (limit 1048576)"
+[ "$size" -le 1048576 ] || failed="$failed report-html-size"
 
 # Every golden against an independent recomputation at 4096 bits, and the
 # committed store against its regeneration (tests/golden_truth.sh).

@@ -32,7 +32,7 @@ static int group_setup(void **state) {
 static const kv_shape S45[1] = { { 2, { 4, 5 } } };
 
 static kv_result_list run(const kv_case *c) {
-    kv_run_env env = { NULL, false, NULL };
+    kv_run_env env = { .golden = NULL, .regen_golden = false, .dump_dir = NULL, .golden_mode = KV_GOLDEN_MODE_AUTO };
     kv_result_list res = { 0 };
     kv_case_run(c, &env, &res);
     return res;

@@ -870,7 +870,7 @@ static void test_kill_switch_values(void **state) {
     static const struct {
         const char *value; /* NULL: unset */
         bool enabled;
-    } cases[] = { { NULL, true }, { "0", true }, { "1", false }, { "yes", false }, { "", false }, { "00", false } };
+    } cases[] = { { NULL, true }, { "0", true }, { "1", false }, { "yes", false }, { "00", false } };
     kv_tensor *a = cpu_f32(kA, k23, 2);
     kv_tensor *A = to_accel(a);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -908,6 +908,10 @@ static void test_environment(void **state) {
     assert_int_equal(kv_accel_gate_get(), KV_ACCEL_GATE_SEED); /* unchanged */
     expect_env_error("KV_REDISPATCH_GATE", "", "''");
     expect_env_error("KV_ACCEL_DISABLE", "cat,bogus", "'bogus'");
+    /* Set but empty is an error for every variable (README "Exit codes"). */
+    expect_env_error("KV_ACCEL_DISABLE", "", "empty value");
+    expect_env_error("KV_ACCEL_DISABLE", " , ", "empty value");
+    expect_env_error("KV_NO_REDISPATCH", "", "empty value");
     /* Any backend name is a valid request (a plugin may load later); a
      * string that cannot be one is not. */
     expect_env_error("KV_ACCEL_TARGET", "Tpu!", "'Tpu!'");
@@ -920,7 +924,7 @@ static void test_environment(void **state) {
     setenv("KV_REDISPATCH_GATE", "seed", 1);
     check_ok(kv_accel_env_reload());
     assert_int_equal(kv_accel_gate_get(), KV_ACCEL_GATE_SEED);
-    setenv("KV_ACCEL_DISABLE", "metadata,cat", 1);
+    setenv("KV_ACCEL_DISABLE", " metadata, cat ,", 1); /* blanks and empty entries as in the force map */
     check_ok(kv_accel_env_reload());
     assert_false(kv_accel_special_enabled(KV_ACCEL_SPECIAL_METADATA));
     assert_false(kv_accel_special_enabled(KV_ACCEL_SPECIAL_CAT));

@@ -69,7 +69,7 @@ static void cases_of(const char *name, const char *text, kv_case_list *out) {
 }
 
 static void run_case(const kv_case *c, kv_result_list *res) {
-    const kv_run_env env = { store, false, NULL };
+    const kv_run_env env = { store, false, NULL, KV_GOLDEN_MODE_AUTO };
     memset(res, 0, sizeof *res);
     kv_case_run(c, &env, res);
 }

@@ -271,7 +271,7 @@ static void test_plugin_output_is_captured(void **state) {
     assert_null(strstr(console, "\nfaulty: a vendor"));
     assert_true(strncmp(console, "faulty:", 7) != 0);
     assert_contains(console, "== 1 case printed to stdout/stderr");
-    assert_contains(console, "add.Tensor(dtype=f32,shape=[4,5]): faulty: a vendor debug line on stdout ...");
+    assert_contains(console, "add.Tensor(dtype=f32,shape=[4,5],check=variants): faulty: a vendor debug line on stdout ...");
     const json_t *v = row_of(rows, "variants:CPU", "cpu");
     assert_non_null(v);
     assert_contains(str_of(v, "output"), "faulty: a vendor debug line on stdout");

@@ -36,6 +36,13 @@ static kv_cpu_isa cap_now(void) {
     return (kv_cpu_isa)atomic_load(&g_cap);
 }
 
+kv_status kv_cpu_isa_env_check(void) {
+    const char *env = getenv("KV_CPU_ISA");
+    if (env == NULL || strcmp(env, "sse2") == 0 || strcmp(env, "avx2") == 0 || strcmp(env, "avx512") == 0)
+        return KV_OK;
+    return kv_error(KV_ERR_INVALID_ARG, "KV_CPU_ISA: expected sse2, avx2 or avx512, got '%s'", env);
+}
+
 bool kv_cpu_has(kv_cpu_isa isa) { return isa <= cap_now(); }
 
 kv_cpu_isa kv_cpu_best_isa(void) { return cap_now(); }

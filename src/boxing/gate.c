@@ -92,27 +92,44 @@ typedef struct env_config {
     char target[KV_ACCEL_TARGET_NAME_MAX]; /* "": the default rule */
 } env_config;
 
+static bool is_space(char ch) { return ch == ' ' || (ch >= '\t' && ch <= '\r'); }
+
+/* The same list rule as KV_PERFDISPATCH_FORCE: blanks around an entry are
+ * ignored and empty entries skipped, so "metadata, cat" reads as written;
+ * a value with no entry at all is an error (unset the variable instead). */
 kv_status kv_accel_parse_disable_list(const char *text, bool *special) {
     for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) special[i] = true;
-    if (text == NULL || text[0] == '\0') return KV_OK;
+    if (text == NULL) return KV_OK;
     const char *p = text;
+    int entries = 0;
     for (;;) {
         const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *e = end ? end : p + strlen(p);
+        while (p < e && is_space(*p)) p++;
+        while (e > p && is_space(e[-1])) e--;
+        const size_t n = (size_t)(e - p);
         int found = -1;
         for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT && found < 0; i++) {
             const char *name = kv_accel_special_name((kv_accel_special)i);
             if (strlen(name) == n && strncmp(p, name, n) == 0) found = i;
         }
-        if (found < 0)
+        if (n > 0 && found < 0)
             return kv_error(KV_ERR_INVALID_ARG,
                             "KV_ACCEL_DISABLE: unknown entry '%.*s' in '%s' (known: metadata, to_copy, cat, "
                             "group_norm)",
                             (int)n, p, text);
-        special[found] = false;
+        if (found >= 0) {
+            special[found] = false;
+            entries++;
+        }
         if (end == NULL) break;
         p = end + 1;
     }
+    if (entries == 0)
+        return kv_error(KV_ERR_INVALID_ARG,
+                        "KV_ACCEL_DISABLE: empty value '%s' (unset it, or list some of metadata, to_copy, cat, "
+                        "group_norm)",
+                        text);
     return KV_OK;
 }
 
@@ -127,7 +144,12 @@ static kv_status read_env(env_config *c) {
     c->gate = KV_ACCEL_GATE_EXACT;
     if (gate != NULL && kv_accel_gate_parse(gate, &c->gate) != 0)
         return kv_error(KV_ERR_INVALID_ARG, "KV_REDISPATCH_GATE: expected 'seed' or 'exact', got '%s'", gate);
-    c->redispatch = kv_accel_parse_kill_switch(getenv("KV_NO_REDISPATCH"));
+    const char *kill = getenv("KV_NO_REDISPATCH");
+    /* Any value but "0" disables; set but empty is rejected, as for every
+     * variable, because it is usually a shell variable that was never set. */
+    if (kill != NULL && kill[0] == '\0')
+        return kv_error(KV_ERR_INVALID_ARG, "KV_NO_REDISPATCH: empty value (unset it, or set 0 or 1)");
+    c->redispatch = kv_accel_parse_kill_switch(kill);
     kv_status st = kv_accel_parse_disable_list(getenv("KV_ACCEL_DISABLE"), c->special);
     if (st != KV_OK) return st;
     return kv_accel_parse_target(getenv("KV_ACCEL_TARGET"), c->target);

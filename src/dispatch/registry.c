@@ -129,7 +129,9 @@ static kv_status op_add(const char *schema_text, int builtin_id, kv_op **out) {
 /* ---- init ---- */
 
 kv_status kv_dispatch_parse_cache_env(const char *value, bool *enabled) {
-    if (value && value[0] && strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+    /* Set but empty is a mistake (an unexpanded shell variable), not "0":
+     * one exit-code policy for every variable (README "Exit codes"). */
+    if (value && strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
         return kv_error(KV_ERR_INVALID_ARG, "KV_NO_DISPATCH_CACHE: expected 0 or 1, got '%s'", value);
     *enabled = !(value && strcmp(value, "1") == 0);
     return KV_OK;

@@ -1,8 +1,9 @@
 /* kvrun, the case runner's command line (DESIGN.md section 6): the
  * runner's own flags, the case grammar for everything else, and
  * runner/driver.h for the run itself.
- * Exit 0 when nothing failed, errored, crashed or timed out; 1 otherwise
- * (and when the library fails to initialize); 2 on a usage error. */
+ * Exit 0 when nothing failed, errored, crashed or timed out; 1 otherwise;
+ * 2 on a usage or configuration error (a bad flag, case line or KV_*
+ * variable, which kv_init reports naming it). */
 #include "kv/kv.h"
 #include "kv/backend.h"
 
@@ -37,6 +38,10 @@ static void usage(FILE *f) {
             "  --jobs=N            worker processes (default: the number of online CPUs)\n"
             "  --shard=K/N         run shard K of N (1 <= K <= N): the j-th selected case\n"
             "                      (in file order, after --filter) when j %% N == K-1\n"
+            "  --shard=auto[/N]    K/N from the CI engine: GitLab CI_NODE_INDEX/CI_NODE_TOTAL,\n"
+            "                      Buildkite BUILDKITE_PARALLEL_JOB/_COUNT, a Kubernetes\n"
+            "                      Indexed Job's JOB_COMPLETION_INDEX, or KV_SHARD_INDEX\n"
+            "                      (1-based); the last two with N or KV_SHARD_TOTAL\n"
             "  --timeout=SEC       per-case timeout in seconds (default %g); a case past\n"
             "                      it is killed and reported TIMEOUT\n"
             "  --isolate=MODE      fork (default): each case in a forked worker, so a\n"
@@ -50,12 +55,21 @@ static void usage(FILE *f) {
             "                      Entries no case produced are removed only when the run\n"
             "                      is the whole suite: directories only, no case options,\n"
             "                      no --filter, no --shard\n"
+            "  --golden=MODE       a case whose golden key is not in the store: store: ERROR;\n"
+            "                      live: compared against the reference kernel run live\n"
+            "                      (its golden row is SKIP, saying so); auto (default):\n"
+            "                      live for a case line on the command line, store for\n"
+            "                      every case read from a file (the suite stays strict)\n"
             "  --dump=DIR          write each selected case's inputs and outputs to DIR\n"
             "  --gate=GATE         seed, exact or both (default): the redispatch gates the\n"
             "                      fastpath check (device=accel cases) runs under; the\n"
             "                      other checks use KV_REDISPATCH_GATE (default exact)\n"
-            "  --baseline=FILE     known failures: matching failures become XFAIL, matching\n"
-            "                      passes XPASS (a stale entry fails the run)\n"
+            "  --baseline=FILE     known failures, lines of CASE_GLOB [CHECK_GLOB [BACKEND_GLOB]]:\n"
+            "                      matching failures become XFAIL; the passes of an entry\n"
+            "                      whose rows all pass become XPASS (a stale entry fails\n"
+            "                      the run); entries matching nothing are named; an unknown\n"
+            "                      check or backend exits 2. Every run writes\n"
+            "                      REPORT_DIR/failures.txt in this format\n"
             "  --mode=perf         time every kernel variant of each selected cpu case\n"
             "                      instead of checking it (in this process, one case at a\n"
             "                      time): median and min, GB/s or GFLOP/s, speedup over\n"
@@ -97,7 +111,8 @@ static void usage(FILE *f) {
             "A case line pastes after kvrun unchanged; every failure prints a repro line.\n"
             "Cases with the same ID run once. A run that selects no case is an error.\n"
             "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
-            "2 usage errors (bad flags, malformed case lines, nothing selected).\n",
+            "2 usage or configuration errors (unknown flags, bad values, malformed case lines,\n"
+            "nothing selected, and any empty or unknown KV_* value, named in the message).\n",
             KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR,
             KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP, KV_DRIVER_DEFAULT_REPORT_DIR);
 }
@@ -187,8 +202,9 @@ static void set_repro_prefix(unsigned fastpath_gates, const char *argv0) {
 
 static int list_ops(const char *const *backends, int nbackends) {
     if (kv_init() != KV_OK) {
+        /* A bad KV_* setting (the message names it): a configuration error. */
         fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
-        return 1;
+        return 2;
     }
     load_backends(backends, nbackends);
     int n = kv_op_count();
@@ -235,6 +251,7 @@ static const kv_flag kv_flags[] = {
     { "list-ops", KV_FLAG_BOOL, false },   { "backend", KV_FLAG_VALUE, true },
     { "gate", KV_FLAG_VALUE, false },      { "perf-reps", KV_FLAG_VALUE, false },
     { "accel-target", KV_FLAG_VALUE, false }, { "require-backend", KV_FLAG_VALUE, true },
+    { "golden", KV_FLAG_VALUE, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -347,6 +364,11 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         if (kv_parse_int(v, 1, 4096, &c->o.jobs) != 0) {
             return kv_usage_error("--jobs=%s: must be a whole number from 1 to 4096", v);
         }
+    } else if (strcmp(n, "shard") == 0 && strncmp(v, "auto", 4) == 0) {
+        char source[128];
+        if (kv_shard_auto(v, &c->o.shard_k, &c->o.shard_n, source, sizeof source) != KV_OK)
+            return kv_usage_error("%s", kv_last_error_message());
+        fprintf(stderr, "kvrun: --shard=%s: shard %d/%d (%s)\n", v, c->o.shard_k, c->o.shard_n, source);
     } else if (strcmp(n, "shard") == 0) {
         const char *slash = strchr(v, '/');
         char kbuf[32];
@@ -380,6 +402,9 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->o.golden_dir = v;
     } else if (strcmp(n, "regen-golden") == 0) {
         c->o.regen_golden = true;
+    } else if (strcmp(n, "golden") == 0) {
+        if (kv_golden_mode_parse(v, &c->o.golden_mode) != 0)
+            return kv_usage_error("--golden=%s: expected auto, store or live", v);
     } else if (strcmp(n, "dump") == 0) {
         c->o.dump_dir = v;
     } else if (strcmp(n, "baseline") == 0) {
@@ -400,6 +425,52 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
     return 0;
 }
 
+/* Edit distance with adjacent transpositions (so "fitler" is 1 from
+ * "filter"), for the "did you mean" of an unknown flag. */
+static int kv_edit_distance(const char *a, size_t la, const char *b) {
+    const size_t lb = strlen(b);
+    if (la > 40 || lb > 40) return 99;
+    int d[41][41];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        for (size_t j = 1; j <= lb; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[la][lb];
+}
+
+/* An argument that is neither a runner flag nor a case option's --key is
+ * an unknown flag: said so (exit 2) with the closest name of either kind,
+ * rather than left to the grammar, which would call it a case option. */
+static int kv_unknown_flag(const char *arg) {
+    const char *name = arg + 2;
+    const size_t len = strcspn(name, "=");
+    char key[64];
+    if (len == 0 || len >= sizeof key) return kv_usage_error("'%s': unknown flag", arg);
+    memcpy(key, name, len);
+    key[len] = '\0';
+    if (kv_case_option_find(key) >= 0 || strcmp(key, "batch") == 0 || strcmp(key, "reset") == 0) return 0;
+    const char *best = NULL;
+    int best_d = 3; /* suggest only within 2 edits */
+    for (int i = 0; i < KV_NFLAGS; i++) {
+        const int d = kv_edit_distance(key, len, kv_flags[i].name);
+        if (d < best_d) best_d = d, best = kv_flags[i].name;
+    }
+    for (int i = 0; i < kv_case_option_count; i++) {
+        const int d = kv_edit_distance(key, len, kv_case_options[i].name);
+        if (d < best_d) best_d = d, best = kv_case_options[i].name;
+    }
+    if (best != NULL) return kv_usage_error("'%s': unknown flag --%s; did you mean --%s?", arg, key, best);
+    return kv_usage_error("'%s': unknown flag --%s (neither a runner flag nor a case option)", arg, key);
+}
+
 static int kv_cli_parse(kv_cli *c, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -418,7 +489,9 @@ static int kv_cli_parse(kv_cli *c, int argc, char **argv) {
         }
         const int f = kv_flag_of(a);
         if (f < 0) {
-            c->case_options = true; /* the grammar judges it */
+            const int rc = kv_unknown_flag(a);
+            if (rc != 0) return rc;
+            c->case_options = true; /* the grammar judges its value */
             continue;
         }
         int rc = kv_cli_flag(c, f, a);
@@ -491,7 +564,7 @@ static int kvrun_tune_env(void) {
 /* perf mode times variants in this process: the flags about checks,
  * goldens and workers do not apply to it (a silent no-op would mislead). */
 static int kv_perf_flags_check(const kv_cli *c) {
-    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout" };
+    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout", "golden" };
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
         if (!c->seen[f]) continue;
@@ -535,6 +608,11 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
         return 2;
     }
     load_backends(c->backends, c->nbackends);
+    if (kv_driver_accel_target_check() != KV_OK) {
+        fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+        kv_path_list_free(&files);
+        return 2;
+    }
     c->o.require_backends = c->require;
     c->o.nrequire = c->nrequire;
     set_repro_prefix(c->o.fastpath_gates, argv[0]);
@@ -564,6 +642,7 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
         if (k > 0) n += k;
     }
     c->o.run_name = name;
+    c->o.version = KV_VERSION_STRING;
     c->o.filters = c->filters;
     c->o.nfilters = c->nfilters;
     const int rc = kv_driver_run(&c->o, &cases, stdout);

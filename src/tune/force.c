@@ -250,7 +250,7 @@ static char g_env_message[512];
 
 static kv_status env_load_log(void) {
     const char *v = getenv("KV_PERFDISPATCH_LOG");
-    if (v == NULL || v[0] == '\0' || strcmp(v, "0") == 0) return KV_OK;
+    if (v == NULL || strcmp(v, "0") == 0) return KV_OK;
     if (strcmp(v, "1") != 0)
         return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_LOG: expected 0 or 1, got '%s'", v);
     kv_tune_log_set_enabled(true);
@@ -267,6 +267,8 @@ static void env_once(void) {
         const char *b = v ? v : "", *e = b + strlen(b);
         trim(&b, &e);
         if (e - b == 1 && *b == '?') g_env_result = KV_TUNE_ENV_LIST;
+        else if (v && b == e)
+            st = kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: empty value '%s' (unset it, or give op:variant)", v);
         else if (v) st = kv_tune_force_set(v);
     }
     if (st != KV_OK) {

@@ -67,7 +67,7 @@ kv_status kv_tune_config_set(const kv_tune_config *c) {
 static kv_status env_int(const char *var, int64_t lo, int64_t hi, int64_t *out) {
     *out = -1;
     const char *v = getenv(var);
-    if (v == NULL || v[0] == '\0') return KV_OK;
+    if (v == NULL) return KV_OK;
     char *end = NULL;
     long long x = strtoll(v, &end, 10);
     if (end == v || *end != '\0' || x < lo || x > hi)

@@ -10,7 +10,10 @@
  * values are joined with ':' and collapse to one value when that one value
  * means the same inputs when read back. Inside args `;` separates
  * arguments, because `,` separates the ID's keys; the grammar accepts
- * both. The ID contains no blanks, so it is one token in reports. */
+ * both. check (joined with `+`), tol and expect are in the ID when not
+ * the default, since they change the verdict; the golden key leaves them
+ * out, since they do not change the values. The ID contains no blanks, so
+ * it is one token in reports. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>

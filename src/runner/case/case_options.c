@@ -554,11 +554,14 @@ const kv_option_row kv_case_options[] = {
     { "lazy", KV_SPLIT_LIST, 2, KV_ID_REPRO, kv_case_lazy_check, kv_case_lazy_apply, kv_case_lazy_finish,
       kv_case_format_lazy },
     { "mode", KV_SPLIT_LIST, 2, KV_ID_REPRO, kv_case_mode_check, kv_case_mode_apply, NULL, kv_case_format_mode },
-    /* Not in the ID: what is checked and how strictly is not a different case. */
-    { "check", KV_SPLIT_WHOLE, 2, KV_TEXT_IN_REPRO, kv_check_check, kv_check_apply, kv_check_finish,
+    /* In the ID (when not the default) but not in the golden key: they
+     * change the verdict, not the values, so two cases differing only here
+     * are two cases (neither is dropped as a duplicate, a baseline can name
+     * each) that share one golden, and the stored goldens keep their keys. */
+    { "check", KV_SPLIT_WHOLE, 2, KV_ID_REPRO, kv_check_check, kv_check_apply, kv_check_finish,
       kv_case_format_check },
-    { "tol", KV_SPLIT_LIST, 2, KV_TEXT_IN_REPRO, kv_tol_check, kv_tol_apply, NULL, kv_case_format_tol },
-    { "expect", KV_SPLIT_LIST, 2, KV_TEXT_IN_REPRO, kv_expect_check, kv_expect_apply, NULL,
+    { "tol", KV_SPLIT_LIST, 2, KV_ID_REPRO, kv_tol_check, kv_tol_apply, NULL, kv_case_format_tol },
+    { "expect", KV_SPLIT_LIST, 2, KV_ID_REPRO, kv_expect_check, kv_expect_apply, NULL,
       kv_case_format_expect },
 };
 

@@ -365,12 +365,14 @@ int kv_case_format_device(const kv_case *c, const kv_schema *s, kv_text_form f, 
 
 int kv_case_format_check(const kv_case *c, const kv_schema *s, kv_text_form f, char *buf, int cap) {
     (void)s;
-    (void)f;
     if (cap > 0) buf[0] = '\0';
     if (c->checks == kv_case_default_checks_for(c)) return 0;
     int n = 0;
+    /* In the ID `,` separates keys, so the set is joined with `+` there
+     * (check=error+memory); the repro line keeps the grammar's `,`. */
+    const char *sep = f == KV_TEXT_ID ? "+" : ",";
     for (int k = 0; k < (int)KV_CHECK_KIND_COUNT; k++) {
-        if (c->checks & (1u << k)) kv_case_put(buf, cap, &n, "%s%s", n ? "," : "", kv_check_kind_name((kv_check_kind)k));
+        if (c->checks & (1u << k)) kv_case_put(buf, cap, &n, "%s%s", n ? sep : "", kv_check_kind_name((kv_check_kind)k));
     }
     return n;
 }

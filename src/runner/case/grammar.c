@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- tokens ---- */
 
@@ -407,37 +408,54 @@ static void kv_overlay(kv_case_spec *dst, const kv_line *ln, bool inherited) {
     }
 }
 
-static char *kv_read_all(const char *path, int *err) {
+/* Reads a whole case file. A case file is text: a FIFO or device
+ * (--batch=/dev/zero) would be read until memory runs out, a NUL byte
+ * would silently end a line early, and a file past KV_GRAMMAR_MAX_FILE is
+ * no hand-written case file; each is refused with `why` saying which. */
+static char *kv_read_all(const char *path, char *why, size_t whycap) {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
-        *err = errno;
+        snprintf(why, whycap, "%s", strerror(errno));
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (buf == NULL) {
-            *err = ENOMEM;
-            fclose(f);
-            return NULL;
-        }
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (ferror(f)) {
-            *err = errno ? errno : EIO;
-            free(buf);
-            fclose(f);
-            return NULL;
-        }
-        if (feof(f)) break;
-        if (n + 1 >= cap) {
-            cap *= 2;
-            char *nb = realloc(buf, cap);
-            if (nb == NULL) free(buf);
-            buf = nb;
-        }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(why, whycap, "not a regular file (a case file must be one)");
+        fclose(f);
+        return NULL;
     }
+    if (sb.st_size > KV_GRAMMAR_MAX_FILE) {
+        snprintf(why, whycap, "%lld bytes, more than the %d a case file may have", (long long)sb.st_size,
+                 KV_GRAMMAR_MAX_FILE);
+        fclose(f);
+        return NULL;
+    }
+    size_t cap = (size_t)sb.st_size + 2, n = 0;
+    char *buf = malloc(cap);
+    if (buf == NULL) {
+        snprintf(why, whycap, "out of memory");
+        fclose(f);
+        return NULL;
+    }
+    /* The size may change under us; read at most the cap either way. */
+    n = fread(buf, 1, cap - 1, f);
+    const bool bad = ferror(f) != 0;
     fclose(f);
+    if (bad || n > (size_t)KV_GRAMMAR_MAX_FILE) {
+        snprintf(why, whycap, bad ? "read error" : "grew past %d bytes while being read", KV_GRAMMAR_MAX_FILE);
+        free(buf);
+        return NULL;
+    }
     buf[n] = '\0';
+    const size_t len = strlen(buf);
+    if (len != n) {
+        int line = 1, col = 1;
+        for (size_t i = 0; i < len; i++, col++)
+            if (buf[i] == '\n') line++, col = 0;
+        snprintf(why, whycap, "a NUL byte at line %d, column %d (not a text file?)", line, col);
+        free(buf);
+        return NULL;
+    }
     return buf;
 }
 
@@ -473,12 +491,12 @@ static kv_status kv_include(kv_gstate *g, const char *from, bool from_cmdline, i
         return kv_spec_error(KV_ERR_INVALID_ARG, from, line, col,
                              "--batch: includes nested deeper than %d", KV_GRAMMAR_MAX_DEPTH);
     }
-    int err = 0;
-    char *text = kv_read_all(disp, &err);
+    char why[160];
+    char *text = kv_read_all(disp, why, sizeof why);
     if (text == NULL) {
         free(real);
         return kv_spec_error(KV_ERR_INVALID_ARG, from, line, col, "--batch: cannot read '%s': %s",
-                             disp, strerror(err));
+                             disp, why);
     }
     kv_status st = kv_parse_buffer(g, disp, text, defaults);
     free(text);
@@ -579,10 +597,10 @@ kv_status kv_grammar_parse_text(const char *name, const char *text, kv_spec_list
 }
 
 kv_status kv_grammar_parse_file(const char *path, kv_spec_list *out) {
-    int err = 0;
-    char *text = kv_read_all(path, &err);
+    char why[160];
+    char *text = kv_read_all(path, why, sizeof why);
     if (text == NULL) {
-        return kv_error(KV_ERR_INVALID_ARG, "%s: cannot read case file: %s", path, strerror(err));
+        return kv_error(KV_ERR_INVALID_ARG, "%s: cannot read case file: %s", path, why);
     }
     kv_status st = kv_grammar_parse_text(path, text, out);
     free(text);

@@ -54,6 +54,8 @@
 #include "runner/case/spec.h"
 
 #define KV_GRAMMAR_MAX_DEPTH 16
+/* The largest case file read (bytes): the suite's files are a few KiB. */
+#define KV_GRAMMAR_MAX_FILE (16 * 1024 * 1024)
 #define KV_GRAMMAR_CMDLINE "<command line>"
 
 /* Appends the specs of a case file. */

@@ -47,7 +47,7 @@ static void check_error_row(const kv_check_ctx *ctx, const char *check, const ch
 
 void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *results) {
     if (c == NULL || results == NULL) return;
-    static const kv_run_env no_env = { NULL, false, NULL };
+    static const kv_run_env no_env = { NULL, false, NULL, KV_GOLDEN_MODE_AUTO };
     kv_check_ctx ctx = { c, NULL, env ? env : &no_env, results };
     const unsigned checks = c->checks ? c->checks : kv_case_default_checks(c->expect);
     ctx.op = kv_op_find(c->op);

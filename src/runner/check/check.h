@@ -16,11 +16,24 @@
 struct kv_golden_store;
 
 /* What the driver hands every case. */
+/* What a case whose golden key has no entry in the store is compared
+ * against (kvrun --golden=): ERROR (store), or the reference kernel run
+ * live (live); auto is live only for cases typed on the command line, so
+ * every case read from a file - the suite's own run - stays strict. */
+typedef enum kv_golden_mode { KV_GOLDEN_MODE_AUTO, KV_GOLDEN_MODE_STORE, KV_GOLDEN_MODE_LIVE } kv_golden_mode;
+/* "auto", "store", "live"; parse: 0, or -1 for another text. */
+const char *kv_golden_mode_name(kv_golden_mode m);
+int kv_golden_mode_parse(const char *text, kv_golden_mode *out);
+
 typedef struct kv_run_env {
     struct kv_golden_store *golden; /* read-only in workers */
     bool regen_golden;              /* record ref outputs instead of verifying */
     const char *dump_dir;           /* --dump=DIR, or NULL */
+    kv_golden_mode golden_mode;     /* --golden= */
 } kv_run_env;
+
+/* Whether case c, with no golden entry at all, is compared live. */
+bool kv_golden_live_for(const kv_run_env *env, const kv_case *c);
 
 /* The materialized inputs of a case, on one device with the case layout. */
 typedef struct kv_case_inputs {

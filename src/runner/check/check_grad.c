@@ -148,7 +148,7 @@ bool kv_grad_set_compare(const kv_grad_set *a, const kv_grad_set *b, const char 
         if (rep.mismatched == 0) continue;
         char what[48], text[KV_RESULT_MESSAGE_MAX];
         snprintf(what, sizeof what, "gradient of input %d", i);
-        kv_cmp_report_format(&rep, what, text, (int)sizeof text);
+        kv_cmp_report_summary(&rep, what, text, (int)sizeof text);
         kv_check_result_set(r, KV_RESULT_FAIL, "%s (expected) vs %s (got): %s", a_name, b_name, text);
         kv_cmp_report_to_result(&rep, r);
         return false;

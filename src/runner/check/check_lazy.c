@@ -185,7 +185,7 @@ static bool compare_one(const kv_check_ctx *ctx, expected_set *e, int k, const k
     r->compared += rep.compared;
     if (rep.mismatched == 0) return true;
     char text[KV_RESULT_MESSAGE_MAX];
-    kv_cmp_report_format(&rep, what, text, (int)sizeof text);
+    kv_cmp_report_summary(&rep, what, text, (int)sizeof text);
     kv_check_result_set(r, KV_RESULT_FAIL, "differs from the %s (%s%s): %s",
                         autocast ? "reference on autocast-cast inputs" : "expected values", rs,
                         table && !autocast ? ", the tolerance table's rule for a non-reference backend" : "", text);

@@ -19,6 +19,7 @@
 #include "runner/check/compare.h"
 #include "runner/check/tol_backend.h"
 #include "runner/check/tolerance.h"
+#include "runner/report/dump.h"
 
 /* The plugin name of the backend on `key` (what per-backend tolerance
  * overrides are keyed by), or NULL for the CPU and built-in devices. Accel
@@ -66,7 +67,7 @@ static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, k
     char text[KV_RESULT_MESSAGE_MAX];
     char what[32];
     snprintf(what, sizeof what, "output %d", i);
-    kv_cmp_report_format(&rep, what, text, (int)sizeof text);
+    kv_cmp_report_summary(&rep, what, text, (int)sizeof text);
     kv_check_result_set(r, KV_RESULT_FAIL, "%s [%s: %s]", text, rs, entry ? entry->reason : "no table row: bitwise");
     if (ov != NULL)
         kv_check_result_append(r, " [override %s/%s: +%g absolute: %s]", ov->backend, ov->op, ov->abs_slack, ov->reason);
@@ -109,6 +110,11 @@ static void variants_backend(const kv_check_ctx *ctx, kv_key key, const char *va
                                        used->abs_slack, used->reason);
         }
         r.compared = compared > r.compared ? compared : r.compared;
+        /* --dump: the failing kernel's own outputs next to the reference's. */
+        if (!ok && ctx->env->dump_dir != NULL &&
+            kv_case_dump_failure(ctx->c, ctx->env->dump_dir, &r, (const kv_tensor *const *)out->t,
+                                 (const kv_tensor *const *)u->expected, out->n) != KV_OK)
+            kv_check_result_append(&r, "; --dump: %s", kv_last_error_message());
         kv_case_outputs_free(&call.out);
     }
     if (u->note[0]) kv_check_result_append(&r, "; %s", u->note);

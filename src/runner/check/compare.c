@@ -303,11 +303,20 @@ static void cmp_put(char *buf, int cap, int *n, const char *fmt, ...) {
     if (w > 0) *n += w;
 }
 
-int kv_cmp_report_format(const kv_cmp_report *rep, const char *what, char *buf, int cap) {
+static int cmp_summary(const kv_cmp_report *rep, const char *what, char *buf, int cap) {
     int n = 0;
     if (cap > 0) buf[0] = '\0';
     cmp_put(buf, cap, &n, "%s%s%" PRId64 " of %" PRId64 " elements differ (max abs err %.6g, max ulp %.6g)",
             what ? what : "", what ? ": " : "", rep->mismatched, rep->compared, rep->max_abs_err, rep->max_ulps);
+    return n;
+}
+
+int kv_cmp_report_summary(const kv_cmp_report *rep, const char *what, char *buf, int cap) {
+    return cmp_summary(rep, what, buf, cap);
+}
+
+int kv_cmp_report_format(const kv_cmp_report *rep, const char *what, char *buf, int cap) {
+    int n = cmp_summary(rep, what, buf, cap);
     for (int i = 0; i < rep->nmismatches; i++) {
         const kv_mismatch *m = &rep->mismatches[i];
         cmp_put(buf, cap, &n, "%s[", i == 0 ? "; first: " : "; ");

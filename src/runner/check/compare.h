@@ -75,6 +75,10 @@ double kv_ulp_distance_bits(kv_dtype dt, uint64_t a, uint64_t b);
  * expected E got G (abs A, rel R, ulp U); ..." (snprintf style). `what`
  * prefixes it ("output 0"); may be NULL. */
 int kv_cmp_report_format(const kv_cmp_report *rep, const char *what, char *buf, int cap);
+/* Only the first sentence of kv_cmp_report_format ("N of M elements
+ * differ (...)"), for a row that also gets the elements themselves
+ * (kv_cmp_report_to_result): every report lists those once, from the row. */
+int kv_cmp_report_summary(const kv_cmp_report *rep, const char *what, char *buf, int cap);
 /* Copies counts and mismatches into a check result. */
 void kv_cmp_report_to_result(const kv_cmp_report *rep, kv_check_result *r);
 

@@ -95,6 +95,36 @@ static const kv_backend_info *record_named(const char *name) {
     return found;
 }
 
+int kv_driver_backend_names(const char **names, int cap) {
+    int n = 0;
+    if (n < cap) names[n++] = "cpu";
+    if (n < cap) names[n++] = "accel";
+    for (int i = 0; i < kv_backend_count() && n < cap; i++) {
+        const char *name = record_name(kv_backend_at(i));
+        bool dup = false;
+        for (int j = 0; j < n && !dup; j++) dup = strcmp(names[j], name) == 0;
+        if (!dup && name[0]) names[n++] = name;
+    }
+    return n;
+}
+
+kv_status kv_driver_accel_target_check(void) {
+    char requested[32];
+    kv_accel_requested_target(requested, sizeof requested);
+    if (strcmp(requested, "auto") == 0 || kv_accel_target() != KV_KEY_NONE || record_named(requested) != NULL)
+        return KV_OK;
+    char loaded[256] = "cpu";
+    size_t n = strlen(loaded);
+    for (int i = 0; i < kv_backend_count() && n < sizeof loaded; i++) {
+        const kv_backend_info *b = kv_backend_at(i);
+        if (b->state == KV_BACKEND_LOADED) n += (size_t)snprintf(loaded + n, sizeof loaded - n, ", %s", b->name);
+    }
+    return kv_error(KV_ERR_INVALID_ARG,
+                    "KV_ACCEL_TARGET / --accel-target: '%s' names no backend here (loaded: %s; a plugin is loaded "
+                    "with --backend=PATH)",
+                    requested, loaded);
+}
+
 kv_status kv_driver_backend_rows(const kv_driver_options *o, kv_result_list *out) {
     kv_status st = KV_OK;
     for (int i = 0; i < kv_backend_count() && st == KV_OK; i++) {

@@ -256,10 +256,14 @@ kv_status kv_driver_select(const kv_driver_options *o, const kv_case_list *cases
          * first occurrence, which is the one that stays. */
         qsort(refs, (size_t)n, sizeof *refs, kv_cmp_id);
         int dropped = 0;
-        for (int i = 1; i < n; i++) {
-            if (strcmp(refs[i].id, refs[i - 1].id) != 0) continue;
-            int first = i - 1;
-            while (first > 0 && strcmp(refs[first - 1].id, refs[i].id) == 0) first--;
+        /* `first` is where the current run of equal IDs starts, kept as we
+         * go: looking back from each duplicate made a line with many
+         * identical alternatives quadratic. */
+        for (int i = 1, first = 0; i < n; i++) {
+            if (strcmp(refs[i].id, refs[i - 1].id) != 0) {
+                first = i;
+                continue;
+            }
             keep[refs[i].index] = false;
             if (err != NULL && dropped < KV_DRIVER_DUPLICATES_SHOWN) {
                 const kv_case *a = &cases->items[refs[first].index], *b = &cases->items[refs[i].index];
@@ -348,6 +352,7 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
                 kv_fastpath_gates_name(o->fastpath_gates), kv_accel_gate_name(kv_accel_gate_get()),
                 kv_accel_redispatch_enabled() ? "off" : "on", kv_key_name(kv_accel_target()));
     kv_driver_backends_meta(meta);
+    kv_driver_fingerprint(meta, o, cases);
     meta->start_time = (int64_t)time(NULL);
     meta->ncases = nsel;
     if (o->shard_n > 0) {
@@ -388,7 +393,7 @@ static kv_status kv_error_rows(const kv_case *const *sel, int n, const char *why
 
 int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *out) {
     FILE *err = o->err ? o->err : stderr;
-    if (kv_driver_options_check(o) != KV_OK) {
+    if (kv_driver_options_check(o) != KV_OK || kv_exact_verify_env_check() != KV_OK) {
         fprintf(err, "kvrun: %s\n", kv_last_error_message());
         return 2;
     }
@@ -450,6 +455,12 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     kv_baseline *baseline = NULL;
     if (o->baseline_path != NULL) {
         baseline = kv_baseline_load(o->baseline_path);
+        const char *names[KV_REPORT_MAX_BACKENDS + 2];
+        const int nnames = kv_driver_backend_names(names, (int)(sizeof names / sizeof names[0]));
+        if (baseline != NULL && kv_baseline_validate(baseline, names, nnames) != KV_OK) {
+            kv_baseline_free(baseline);
+            baseline = NULL;
+        }
         if (baseline == NULL) {
             fprintf(err, "kvrun: --baseline=%s: %s\n", o->baseline_path, kv_last_error_message());
             free(sel);
@@ -489,7 +500,9 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         }
         st = kv_error_rows(sel, nsel, why, &results);
     } else {
-        const kv_run_env env = { .golden = store, .regen_golden = o->regen_golden, .dump_dir = o->dump_dir };
+        const kv_run_env env = {
+            .golden = store, .regen_golden = o->regen_golden, .dump_dir = o->dump_dir, .golden_mode = o->golden_mode
+        };
         kv_check_fastpath_set_gates(o->fastpath_gates); /* the forked workers inherit it */
         st = kv_isolate_run(sel, nsel, &env, &cfg, &results);
     }
@@ -521,6 +534,9 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         rc = 1;
     }
     fflush(err);
+    /* On stderr, before the summary, so the console still ends with the
+     * "N passed, N failed, N skipped" line. */
+    if (baseline != NULL && kv_baseline_notes(baseline, err) > 0) fflush(err);
     kv_report_console(out, &results, &meta);
     fflush(out);
     const int code = kv_report_exit_code(&results);

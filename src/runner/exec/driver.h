@@ -76,9 +76,11 @@ typedef struct kv_driver_options {
      * golden entries no case produced. */
     bool regen_full;
     const char *dump_dir;        /* --dump=DIR, or NULL */
+    kv_golden_mode golden_mode;  /* --golden=: auto (0), store, live */
     const char *baseline_path;   /* --baseline=FILE, or NULL */
     bool list_only;              /* --list: print the selected IDs, run nothing */
     const char *run_name;        /* for report headers; NULL: "" */
+    const char *version;         /* kvsuite's version, for the fingerprint (the runner may not include kv/kv.h) */
     /* --gate=: the gates the fastpath check runs under, bit 1u << gate
      * (runner/check_fastpath.h); 0: both. */
     unsigned fastpath_gates;
@@ -105,6 +107,22 @@ struct kv_report_meta;
 void kv_driver_backends_meta(struct kv_report_meta *meta);
 struct kv_result_list;
 kv_status kv_driver_backend_rows(const kv_driver_options *o, struct kv_result_list *out);
+/* A requested accel target (KV_ACCEL_TARGET / --accel-target) that names
+ * no backend at all (none loaded, none attempted): KV_ERR_INVALID_ARG, a
+ * configuration error (kvrun exits 2). One that was attempted and did not
+ * load stays an ERROR row, the plugin's failure being a result. */
+kv_status kv_driver_accel_target_check(void);
+/* The backend names a row can carry: cpu, accel and every plugin loaded
+ * or attempted (for baseline validation). Returns how many (at most cap). */
+int kv_driver_backend_names(const char **names, int cap);
+/* shard_auto.c: --shard=auto or auto/N (spec is that text): K and N from
+ * the CI engine's environment; `source` says which variable gave them.
+ * KV_ERR_INVALID_ARG naming the variable on a bad or missing value. */
+kv_status kv_shard_auto(const char *spec, int *k, int *n, char *source, size_t cap);
+/* fingerprint.c: meta->fingerprint from the options, every input case
+ * (before filter and shard), the library's switches, meta->backends
+ * (filled first) and the KV_* environment. */
+void kv_driver_fingerprint(struct kv_report_meta *meta, const kv_driver_options *o, const kv_case_list *cases);
 
 /* Checks option values; KV_ERR_INVALID_ARG with a message naming the flag
  * and the value ("--shard=3/2: K must be between 1 and N"). */

@@ -78,6 +78,10 @@ kv_exact_stats *kv_exact_run_stats(void);
 /* The recomputation check (exact_verify.c): KV_EXACT_VERIFY=BITS (0 or
  * unset: off) makes every accepted element be evaluated again at BITS and
  * measured against that truth. */
+/* KV_EXACT_VERIFY checked: unset, 0, or a precision from 512 to 1000000
+ * bits; anything else (the empty string too) is KV_ERR_INVALID_ARG naming
+ * it (kvrun exits 2). */
+kv_status kv_exact_verify_env_check(void);
 mpfr_prec_t kv_exact_verify_bits(void);
 void kv_exact_verify_element(mpfr_srcptr truth, double g, kv_dtype dt);
 /* Prints the per-dtype counts; returns the number of violations. */

@@ -20,6 +20,18 @@ typedef struct verify_tally {
 
 static verify_tally tally;
 
+kv_status kv_exact_verify_env_check(void) {
+    const char *v = getenv("KV_EXACT_VERIFY");
+    if (v == NULL) return KV_OK;
+    char *end = NULL;
+    const long b = strtol(v, &end, 10);
+    /* 0 is off; otherwise the precision, which must beat the generator's. */
+    if (v[0] == '\0' || end == v || *end != '\0' || (b != 0 && (b < 512 || b > 1000000)))
+        return kv_error(KV_ERR_INVALID_ARG, "KV_EXACT_VERIFY: expected 0 (off) or bits from 512 to 1000000, got '%s'",
+                        v);
+    return KV_OK;
+}
+
 mpfr_prec_t kv_exact_verify_bits(void) {
     const char *v = getenv("KV_EXACT_VERIFY");
     if (v == NULL || v[0] == '\0' || (v[0] == '0' && v[1] == '\0')) return 0;

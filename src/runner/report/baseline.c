@@ -1,16 +1,27 @@
 /* Baseline files: parsing, glob matching and applying them to results. */
 #include "runner/report/baseline.h"
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+/* The largest baseline read: a failures.txt of the whole suite is ~2 MiB. */
+#define KV_BASELINE_MAX_FILE (64 * 1024 * 1024)
 
 typedef struct kv_baseline_entry {
     char *case_glob;
-    char *check_glob; /* NULL: every check */
+    char *check_glob;   /* NULL: every check */
+    char *backend_glob; /* NULL: every backend */
     int line;
+    /* What the last kv_baseline_apply saw: rows matched, failing rows
+     * matched (the ones it excused). */
+    int64_t matched, failing;
 } kv_baseline_entry;
 
 struct kv_baseline {
@@ -53,6 +64,7 @@ void kv_baseline_free(kv_baseline *b) {
     for (int i = 0; i < b->n; i++) {
         free(b->entries[i].case_glob);
         free(b->entries[i].check_glob);
+        free(b->entries[i].backend_glob);
     }
     free(b->entries);
     free(b->name);
@@ -96,8 +108,9 @@ static int parse_line(const char *line, size_t len, const char *fields[3], size_
             }
             j++; /* the escaped character */
         }
-        if (nf == 2) {
-            snprintf(why, whycap, "column %zu: a third field; an entry is CASE_GLOB [CHECK_GLOB]", start + 1);
+        if (nf == 3) {
+            snprintf(why, whycap, "column %zu: a fourth field; an entry is CASE_GLOB [CHECK_GLOB [BACKEND_GLOB]]",
+                     start + 1);
             return -1;
         }
         fields[nf] = line + start;
@@ -127,6 +140,7 @@ kv_baseline *kv_baseline_parse(const char *text, const char *name) {
         lineno++;
         const char *fields[3];
         size_t flen[3];
+        memset(flen, 0, sizeof flen);
         int nf = 0;
         char why[160];
         if (parse_line(p, len, fields, flen, &nf, why, sizeof why) != 0) {
@@ -147,11 +161,13 @@ kv_baseline *kv_baseline_parse(const char *text, const char *name) {
                 b->cap = cap;
             }
             kv_baseline_entry *e = &b->entries[b->n];
+            memset(e, 0, sizeof *e);
             e->line = lineno;
             e->case_glob = dup_range(fields[0], flen[0]);
             e->check_glob = nf > 1 ? dup_range(fields[1], flen[1]) : NULL;
+            e->backend_glob = nf > 2 ? dup_range(fields[2], flen[2]) : NULL;
             b->n++;
-            if (e->case_glob == NULL || (nf > 1 && e->check_glob == NULL)) {
+            if (e->case_glob == NULL || (nf > 1 && e->check_glob == NULL) || (nf > 2 && e->backend_glob == NULL)) {
                 kv_error(KV_ERR_OOM, "baseline: %s:%d: out of memory", name, lineno);
                 kv_baseline_free(b);
                 return NULL;
@@ -172,6 +188,16 @@ kv_baseline *kv_baseline_load(const char *path) {
     if (f == NULL) {
         int e = errno;
         kv_error(KV_ERR_INVALID_ARG, "baseline: cannot read '%s': %s", path, strerror(e));
+        return NULL;
+    }
+    /* A baseline is a text file: a device or FIFO would be read until
+     * memory runs out. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > KV_BASELINE_MAX_FILE) {
+        const bool reg = S_ISREG(sb.st_mode);
+        fclose(f);
+        if (!reg) kv_error(KV_ERR_INVALID_ARG, "baseline: '%s': not a regular file", path);
+        else kv_error(KV_ERR_INVALID_ARG, "baseline: '%s': larger than %d bytes", path, KV_BASELINE_MAX_FILE);
         return NULL;
     }
     char *text = NULL;
@@ -214,15 +240,90 @@ kv_baseline *kv_baseline_load(const char *path) {
 
 int kv_baseline_count(const kv_baseline *b) { return b ? b->n : 0; }
 
-int kv_baseline_match(const kv_baseline *b, const char *case_id, const char *check) {
+static bool entry_matches(const kv_baseline_entry *e, const char *case_id, const char *check, const char *backend) {
+    if (!glob_match(e->case_glob, case_id)) return false;
+    if (e->check_glob != NULL && (check == NULL || !glob_match(e->check_glob, check))) return false;
+    if (e->backend_glob != NULL && backend != NULL && !glob_match(e->backend_glob, backend)) return false;
+    return true;
+}
+
+int kv_baseline_match_row(const kv_baseline *b, const char *case_id, const char *check, const char *backend) {
     if (b == NULL || case_id == NULL) return 0;
-    for (int i = 0; i < b->n; i++) {
-        const kv_baseline_entry *e = &b->entries[i];
-        if (!glob_match(e->case_glob, case_id)) continue;
-        if (e->check_glob != NULL && (check == NULL || !glob_match(e->check_glob, check))) continue;
-        return e->line;
-    }
+    for (int i = 0; i < b->n; i++)
+        if (entry_matches(&b->entries[i], case_id, check, backend)) return b->entries[i].line;
     return 0;
+}
+
+int kv_baseline_match(const kv_baseline *b, const char *case_id, const char *check) {
+    return kv_baseline_match_row(b, case_id, check, NULL);
+}
+
+static bool has_wildcard(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '*' || s[i] == '?') return true;
+        if (s[i] == '\\') i++;
+    }
+    return false;
+}
+
+/* The check names a row can carry before its ':' ("variants:SIM"). */
+static bool known_check(const char *name, size_t n) {
+    if (n == 4 && strncmp(name, "load", 4) == 0) return true; /* the backend rows */
+    for (int k = 0; k < KV_CHECK_KIND_COUNT; k++) {
+        const char *c = kv_check_kind_name((kv_check_kind)k);
+        if (strlen(c) == n && strncmp(name, c, n) == 0) return true;
+    }
+    return false;
+}
+
+kv_status kv_baseline_validate(const kv_baseline *b, const char *const *backends, int nbackends) {
+    for (int i = 0; b != NULL && i < b->n; i++) {
+        const kv_baseline_entry *e = &b->entries[i];
+        if (e->check_glob != NULL) {
+            const size_t n = strcspn(e->check_glob, ":");
+            if (!has_wildcard(e->check_glob, n) && !known_check(e->check_glob, n))
+                return kv_error(KV_ERR_INVALID_ARG,
+                                "baseline: %s:%d: unknown check '%.*s' in '%s' (checks: golden, variants, memory, "
+                                "error, lazy, grad, fastpath, tune, load)",
+                                b->name, e->line, (int)n, e->check_glob, e->check_glob);
+        }
+        if (e->backend_glob != NULL && !has_wildcard(e->backend_glob, strlen(e->backend_glob))) {
+            bool known = false;
+            for (int j = 0; j < nbackends && !known; j++) known = strcmp(backends[j], e->backend_glob) == 0;
+            if (!known) {
+                char list[256];
+                size_t m = 0;
+                list[0] = '\0';
+                for (int j = 0; j < nbackends && m < sizeof list; j++)
+                    m += (size_t)snprintf(list + m, sizeof list - m, "%s%s", j ? ", " : "", backends[j]);
+                return kv_error(KV_ERR_INVALID_ARG, "baseline: %s:%d: unknown backend '%s' (backends: %s)", b->name,
+                                e->line, e->backend_glob, list);
+            }
+        }
+    }
+    return KV_OK;
+}
+
+static void put_entry(FILE *out, const kv_baseline_entry *e) {
+    fprintf(out, "'%s%s%s%s%s'", e->case_glob, e->check_glob ? " " : "", e->check_glob ? e->check_glob : "",
+            e->backend_glob ? " " : "", e->backend_glob ? e->backend_glob : "");
+}
+
+int kv_baseline_notes(const kv_baseline *b, FILE *out) {
+    int n = 0;
+    for (int i = 0; b != NULL && i < b->n; i++) {
+        const kv_baseline_entry *e = &b->entries[i];
+        if (e->matched > 0 && e->failing > 0) continue;
+        fprintf(out, "== baseline %s:%d: entry ", b->name, e->line);
+        put_entry(out, e);
+        if (e->matched == 0)
+            fputs(" matches no row of this run (misspelled, or a case this run did not select)\n", out);
+        else
+            fprintf(out, " is stale: the %lld row%s it matches passed (XPASS); remove it\n", (long long)e->matched,
+                    e->matched == 1 ? "" : "s");
+        n++;
+    }
+    return n;
 }
 
 /* The new message keeps the old one after a prefix; a long one is cut,
@@ -236,39 +337,57 @@ static void set_message(kv_check_result *r, const char *fmt, ...) {
     if (w >= (int)sizeof r->message) memcpy(r->message + sizeof r->message - 4, "...", 4);
 }
 
+static bool is_failure(kv_result_status st) {
+    return st == KV_RESULT_FAIL || st == KV_RESULT_CRASH || st == KV_RESULT_TIMEOUT || st == KV_RESULT_XFAIL;
+}
+
 void kv_baseline_apply(const kv_baseline *b, kv_result_list *results, int *n_xfail, int *n_xpass) {
     int nx = 0, np = 0;
-    for (int i = 0; b != NULL && results != NULL && i < results->n; i++) {
-        kv_check_result *r = &results->items[i];
-        /* Stays COUNT for a status outside the enum (corrupted): left alone. */
-        kv_result_status to = KV_RESULT_STATUS_COUNT;
-        switch (r->status) {
-        case KV_RESULT_FAIL:
-        case KV_RESULT_CRASH:
-        case KV_RESULT_TIMEOUT: to = KV_RESULT_XFAIL; break;
-        case KV_RESULT_PASS: to = KV_RESULT_XPASS; break;
-        case KV_RESULT_ERROR:
-        case KV_RESULT_UNSUPPORTED:
-        case KV_RESULT_SKIP:
-        case KV_RESULT_XFAIL:
-        case KV_RESULT_XPASS:
-        case KV_RESULT_STATUS_COUNT: continue;
+    if (b == NULL || results == NULL) {
+        if (n_xfail) *n_xfail = 0;
+        if (n_xpass) *n_xpass = 0;
+        return;
+    }
+    /* First pass: what each entry matches. An entry is stale only when
+     * every row it matches passed; a glob over many rows that still
+     * excuses one failure leaves its passing rows PASS, so real passes
+     * never turn into XPASS behind a broad entry. */
+    for (int k = 0; k < b->n; k++) b->entries[k].matched = b->entries[k].failing = 0;
+    for (int i = 0; i < results->n; i++) {
+        const kv_check_result *r = &results->items[i];
+        for (int k = 0; k < b->n; k++) {
+            kv_baseline_entry *e = &b->entries[k];
+            if (!entry_matches(e, r->case_id, r->check, r->backend)) continue;
+            e->matched++;
+            if (is_failure(r->status)) e->failing++;
         }
-        int line = to == KV_RESULT_STATUS_COUNT ? 0 : kv_baseline_match(b, r->case_id, r->check);
-        if (line == 0) continue;
+    }
+    for (int i = 0; i < results->n; i++) {
+        kv_check_result *r = &results->items[i];
+        if (r->status != KV_RESULT_FAIL && r->status != KV_RESULT_CRASH && r->status != KV_RESULT_TIMEOUT &&
+            r->status != KV_RESULT_PASS)
+            continue; /* ERROR, SKIP, UNSUPPORTED are never excused; XFAIL/XPASS are final */
+        const kv_baseline_entry *hit = NULL;
+        for (int k = 0; k < b->n && hit == NULL; k++) {
+            const kv_baseline_entry *e = &b->entries[k];
+            if (!entry_matches(e, r->case_id, r->check, r->backend)) continue;
+            if (r->status != KV_RESULT_PASS || e->failing == 0) hit = e;
+        }
+        if (hit == NULL) continue;
         char old[KV_RESULT_MESSAGE_MAX];
         memcpy(old, r->message, sizeof old);
         old[sizeof old - 1] = '\0';
-        if (to == KV_RESULT_XFAIL) {
-            set_message(r, "expected by baseline %s:%d (was %s)%s%s", b->name, line,
+        if (r->status != KV_RESULT_PASS) {
+            set_message(r, "expected by baseline %s:%d (was %s)%s%s", b->name, hit->line,
                         kv_result_status_name(r->status), old[0] ? ": " : "", old);
+            r->status = KV_RESULT_XFAIL;
             nx++;
         } else {
-            set_message(r, "passed, but baseline %s:%d expects a failure: remove the stale entry%s%s",
-                        b->name, line, old[0] ? "; " : "", old);
+            set_message(r, "passed, but baseline %s:%d expects a failure: remove the stale entry%s%s", b->name,
+                        hit->line, old[0] ? "; " : "", old);
+            r->status = KV_RESULT_XPASS;
             np++;
         }
-        r->status = to;
     }
     if (n_xfail) *n_xfail = nx;
     if (n_xpass) *n_xpass = np;

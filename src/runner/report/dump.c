@@ -149,3 +149,112 @@ kv_status kv_case_dump(const kv_case *c, const kv_op *op, const char *dir) {
     json_decref(root);
     return st;
 }
+
+/* "variants:CPU/avx2" -> "variants_CPU_avx2": a file name on any system. */
+static void dump_label(const char *check, char *buf, size_t cap) {
+    size_t n = 0;
+    for (const char *p = check; *p && n + 1 < cap; p++) {
+        const char ch = *p;
+        const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+                        ch == '.';
+        buf[n++] = ok ? ch : '_';
+    }
+    buf[n] = '\0';
+}
+
+/* The row's verdict and its mismatching elements, as text. */
+static kv_status dump_diff(const char *path, const kv_check_result *r) {
+    FILE *f = fopen(path, "w");
+    if (f == NULL) return kv_error(KV_ERR_INVALID_ARG, "dump: cannot write %s: %s", path, strerror(errno));
+    fprintf(f, "case:    %s\ncheck:   %s\nbackend: %s\nstatus:  %s\n%s\n", r->case_id, r->check, r->backend,
+            kv_result_status_name(r->status), r->message);
+    if (r->compared > 0 || r->mismatched > 0)
+        fprintf(f, "%lld of %lld elements differ; max abs err %.9g, max ulp %.9g\n", (long long)r->mismatched,
+                (long long)r->compared, r->max_abs_err, r->max_ulps);
+    for (int i = 0; i < r->nmismatches && i < KV_RESULT_MAX_MISMATCHES; i++) {
+        const kv_mismatch *m = &r->mismatches[i];
+        fputs("at [", f);
+        for (int d = 0; d < m->ndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)m->index[d]);
+        fprintf(f, "]: expected %.17g, got %.17g (abs err %.3g, rel err %.3g, ulp %.6g)\n", m->expected, m->got,
+                m->abs_err, m->rel_err, m->ulps);
+    }
+    if (r->mismatched > r->nmismatches && r->nmismatches > 0)
+        fprintf(f, "... and %lld more\n", (long long)(r->mismatched - r->nmismatches));
+    fprintf(f, "repro: %s\n", r->repro);
+    return fclose(f) == 0 ? KV_OK : kv_error(KV_ERR_INVALID_ARG, "dump: cannot write %s", path);
+}
+
+kv_status kv_case_dump_failure(const kv_case *c, const char *dir, const kv_check_result *r,
+                               const kv_tensor *const *got, const kv_tensor *const *expected, int n) {
+    char out_dir[DUMP_PATH_MAX], path[DUMP_PATH_MAX], label[64], name[128];
+    if (kv_case_dump_dir(c, dir, out_dir, (int)sizeof out_dir) >= (int)sizeof out_dir)
+        return kv_error(KV_ERR_INVALID_ARG, "dump: path too long under %s", dir);
+    kv_status st = dump_mkdirs(out_dir);
+    if (st != KV_OK) return st;
+    if (snprintf(path, sizeof path, "%s/case.json", out_dir) >= (int)sizeof path)
+        return kv_error(KV_ERR_INVALID_ARG, "dump: path too long under %s", out_dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr); /* written before the checks ran (check.c) */
+    if (root == NULL) root = json_object();
+    json_t *failures = json_object_get(root, "failures");
+    if (!json_is_array(failures)) {
+        failures = json_array();
+        json_object_set_new(root, "failures", failures);
+    }
+    dump_label(r->check, label, sizeof label);
+    json_t *entry = json_object();
+    json_array_append_new(failures, entry);
+    json_object_set_new(entry, "check", json_string(r->check));
+    json_object_set_new(entry, "backend", json_string(r->backend));
+    json_object_set_new(entry, "status", json_string(kv_result_status_name(r->status)));
+    json_object_set_new(entry, "message", json_string(r->message));
+    json_t *outs = json_array();
+    json_object_set_new(entry, "outputs", outs);
+    for (int i = 0; i < n && st == KV_OK; i++) {
+        json_t *o = json_object();
+        json_array_append_new(outs, o);
+        json_object_set_new(o, "index", json_integer(i));
+        if (got[i] != NULL) {
+            snprintf(name, sizeof name, "%s.output%d.npy", label, i);
+            st = dump_write_npy(out_dir, name, got[i], o);
+        }
+        if (st == KV_OK && expected != NULL && expected[i] != NULL) {
+            /* What the row was compared against: the stored golden, or the
+             * reference run live when the store has none (the notes of the
+             * row say which). One file per output, shared by every row. */
+            json_t *e = json_object();
+            snprintf(name, sizeof name, "expected.output%d.npy", i);
+            st = dump_write_npy(out_dir, name, expected[i], e);
+            json_object_set_new(o, "expected_file", json_string(name));
+            json_decref(e);
+        }
+    }
+    if (st == KV_OK) {
+        snprintf(name, sizeof name, "%s.diff.txt", label);
+        if (snprintf(path, sizeof path, "%s/%s", out_dir, name) >= (int)sizeof path)
+            st = kv_error(KV_ERR_INVALID_ARG, "dump: path too long under %s", out_dir);
+        else st = dump_diff(path, r);
+        json_object_set_new(entry, "diff", json_string(name));
+    }
+    json_t *files = json_object_get(root, "files");
+    if (!json_is_object(files)) {
+        files = json_object();
+        json_object_set_new(root, "files", files);
+        json_object_set_new(files, "input<i>.npy", json_string("tensor input i, logical values (inputs[i])"));
+        json_object_set_new(files, "output<i>.npy", json_string("the reference kernel's output i (outputs[i])"));
+        json_object_set_new(files, "expected.output<i>.npy",
+                            json_string("what failing rows were compared against: the stored golden, or the "
+                                        "reference run live when none is stored"));
+        json_object_set_new(files, "<check>.output<i>.npy",
+                            json_string("the failing backend's or variant's output i, one set per failures[] entry "
+                                        "(check with ':' and '/' as '_', e.g. variants_CPU_avx2)"));
+        json_object_set_new(files, "<check>.diff.txt", json_string("that row's verdict and mismatching elements"));
+    }
+    if (st == KV_OK) {
+        if (snprintf(path, sizeof path, "%s/case.json", out_dir) >= (int)sizeof path ||
+            json_dump_file(root, path, JSON_INDENT(2) | JSON_SORT_KEYS) != 0)
+            st = kv_error(KV_ERR_INVALID_ARG, "dump: cannot write %s", path);
+    }
+    json_decref(root);
+    return st;
+}

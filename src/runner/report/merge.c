@@ -279,6 +279,21 @@ kv_status kv_merge_read_meta(const char *path, kv_report_meta *meta, int64_t *nr
     } else {
         rc = fail(why, sizeof why, "\"seed\": expected a non-negative integer or a decimal string");
     }
+    /* Optional: a folder from before fingerprints reads as all "", which
+     * differs from any folder that has one. */
+    const json_t *fp = rc == 0 ? json_object_get(o, "fingerprint") : NULL;
+    if (fp != NULL && !json_is_object(fp)) {
+        rc = fail(why, sizeof why, "\"fingerprint\": expected an object, got %s", type_name(fp));
+    } else if (fp != NULL) {
+        kv_report_fingerprint *f = &m.fingerprint;
+        if (get_string(fp, "version", f->version, sizeof f->version, why, sizeof why) != 0 ||
+            get_string(fp, "cases", f->cases, sizeof f->cases, why, sizeof why) != 0 ||
+            get_string(fp, "options", f->options, sizeof f->options, why, sizeof why) != 0 ||
+            get_string(fp, "gates", f->gates, sizeof f->gates, why, sizeof why) != 0 ||
+            get_string(fp, "backends", f->backends, sizeof f->backends, why, sizeof why) != 0 ||
+            get_string(fp, "env", f->env, sizeof f->env, why, sizeof why) != 0)
+            rc = -1;
+    }
     if (rc == 0 && (n < 0 || n > 1000000 || k < 0 || k > n || merged < 0 || count < 0 || ncases < 0))
         rc = fail(why, sizeof why, "shard %lld/%lld, merged_from %lld, results %lld, ncases %lld: out of range",
                   (long long)k, (long long)n, (long long)merged, (long long)count, (long long)ncases);
@@ -372,6 +387,28 @@ static kv_status check_shards(const char *const *dirs, int ndirs, const kv_repor
     return KV_OK;
 }
 
+/* Shards of one run agree on every fingerprint field; the first that
+ * differs is named with both values, so mixing a `cases/binary.case`
+ * shard or a `--gate=seed` run into a `cases/` merge is refused. */
+static kv_status check_fingerprint(const char *d0, const kv_report_meta *m0, const char *di, const kv_report_meta *mi) {
+    const kv_report_fingerprint *a = &m0->fingerprint, *b = &mi->fingerprint;
+    const struct {
+        const char *name, *x, *y;
+    } fields[] = {
+        { "version", a->version, b->version },   { "case set", a->cases, b->cases },
+        { "options", a->options, b->options },   { "gates", a->gates, b->gates },
+        { "backends", a->backends, b->backends }, { "environment", a->env, b->env },
+    };
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        if (strcmp(fields[k].x, fields[k].y) == 0) continue;
+        return kv_error(KV_ERR_INVALID_ARG,
+                        "merge: '%s' and '%s' are not shards of one run: they differ in the %s: '%s' vs '%s'", d0, di,
+                        fields[k].name, fields[k].x[0] ? fields[k].x : "(no fingerprint)",
+                        fields[k].y[0] ? fields[k].y : "(no fingerprint)");
+    }
+    return KV_OK;
+}
+
 kv_status kv_merge_dirs(const char *const *dirs, int ndirs, kv_result_list *out, kv_report_meta *meta_out) {
     if (dirs == NULL || out == NULL || ndirs <= 0)
         return kv_error(KV_ERR_INVALID_ARG, "kv_merge_dirs: argument '%s': %s",
@@ -393,6 +430,7 @@ kv_status kv_merge_dirs(const char *const *dirs, int ndirs, kv_result_list *out,
                 st = kv_error(KV_ERR_INVALID_ARG, "merge: '%s' ran with seed %llu but '%s' with seed %llu: not one run",
                               dirs[0], (unsigned long long)metas[0].seed, dirs[i], (unsigned long long)metas[i].seed);
     }
+    for (int i = 1; i < ndirs && st == KV_OK; i++) st = check_fingerprint(dirs[0], &metas[0], dirs[i], &metas[i]);
     if (st == KV_OK) st = check_shards(dirs, ndirs, metas);
     if (st == KV_OK && all.n == 0) st = kv_error(KV_ERR_INVALID_ARG, "merge: the %d report folder%s hold no results",
                                                  ndirs, ndirs == 1 ? "" : "s");

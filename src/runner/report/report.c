@@ -37,7 +37,7 @@ kv_status kv_report_write_all(const kv_result_list *results, const kv_report_met
          * merge checks, so it also marks the results file as complete. */
         { KV_REPORT_JSONL, write_jsonl_adapter },   { KV_REPORT_META, write_meta_adapter },
         { KV_REPORT_JUNIT, kv_report_write_junit }, { KV_REPORT_HTML, kv_report_write_html },
-        { KV_REPORT_MATRIX, kv_report_write_matrix },
+        { KV_REPORT_MATRIX, kv_report_write_matrix }, { KV_REPORT_FAILURES, kv_report_write_failures },
         { KV_REPORT_ACCURACY, kv_report_write_accuracy },
         { KV_REPORT_ACCURACY_JSONL, kv_report_write_accuracy_jsonl },
     };

@@ -43,8 +43,21 @@ typedef struct kv_report_backend {
     char reason[640];    /* why not, for unavailable and failed */
 } kv_report_backend;
 
+/* What makes two report folders shards of one run (merge refuses to mix
+ * folders whose fingerprints differ, naming the field). Each field is
+ * text, compared whole; "" in a folder written before fingerprints. */
+typedef struct kv_report_fingerprint {
+    char version[32];    /* kvsuite's version */
+    char cases[64];      /* "N cases, hash H": every input case ID, in order, before filter and shard */
+    char options[512];   /* what changes results or verdicts: filters, gates the fastpath check runs, baseline, golden */
+    char gates[256];     /* the library's switches: redispatch gate, kill switch, special paths, accel target */
+    char backends[512];  /* each backend's name, state and version */
+    char env[768];       /* the KV_* variables that change results, as set */
+} kv_report_fingerprint;
+
 /* What a run was, for the report headers. */
 typedef struct kv_report_meta {
+    kv_report_fingerprint fingerprint;
     char run_name[KV_REPORT_NAME_MAX];   /* e.g. the case files, "" for none */
     uint64_t seed;
     char options[KV_REPORT_OPTIONS_MAX]; /* gate/options text, free form */
@@ -123,6 +136,9 @@ kv_status kv_report_write_html(const kv_result_list *results, const kv_report_me
 kv_status kv_report_write_matrix(const kv_result_list *results, const kv_report_meta *meta,
                                  const char *path);
 
+/* failures.txt (report_failures.c): each failing row as a baseline entry. */
+kv_status kv_report_write_failures(const kv_result_list *results, const kv_report_meta *meta,
+                                   const char *path);
 /* accuracy.md / accuracy.jsonl (report_accuracy.c): the accuracy rows
  * merged per backend x variant x op x dtype; nothing is written when the
  * run has no accuracy rows. */
@@ -139,6 +155,7 @@ kv_status kv_report_mkdirs(const char *dir);
 #define KV_REPORT_JUNIT "junit.xml"
 #define KV_REPORT_HTML "report.html"
 #define KV_REPORT_MATRIX "matrix.md"
+#define KV_REPORT_FAILURES "failures.txt"
 #define KV_REPORT_ACCURACY "accuracy.md"
 #define KV_REPORT_ACCURACY_JSONL "accuracy.jsonl"
 

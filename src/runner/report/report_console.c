@@ -32,7 +32,9 @@ void kv_report_put_problem(FILE *out, const kv_check_result *r) {
         put_text(out, r->message);
         fputc('\n', out);
     }
-    if (r->compared > 0 || r->mismatched > 0) {
+    /* The checks' messages already carry "N of M elements differ (...)";
+     * the counts line is for rows whose message does not. */
+    if ((r->compared > 0 || r->mismatched > 0) && strstr(r->message, "elements differ") == NULL) {
         char abs[40], ulp[40];
         kv_report_fmt_double(r->max_abs_err, abs, sizeof abs);
         if (r->max_ulps < 0) snprintf(ulp, sizeof ulp, "n/a");
@@ -174,6 +176,21 @@ void kv_report_console(FILE *out, const kv_result_list *results, const kv_report
         fprintf(out, "== the baseline is stale: %lld unexpected pass%s (XPASS); remove %s entr%s from the baseline file\n",
                 (long long)c[KV_RESULT_XPASS], c[KV_RESULT_XPASS] == 1 ? "" : "es",
                 c[KV_RESULT_XPASS] == 1 ? "its" : "their", c[KV_RESULT_XPASS] == 1 ? "y" : "ies");
+
+    /* Cases with no stored golden that ran against the live reference
+     * (check_golden.c): shown, so a pass against the live reference is
+     * never mistaken for a pass against the store. */
+    int64_t nlive = 0;
+    const kv_check_result *first_live = NULL;
+    for (int i = 0; i < n; i++) {
+        const kv_check_result *r = &results->items[i];
+        if (r->status != KV_RESULT_SKIP || strncmp(r->message, "live reference:", 15) != 0) continue;
+        if (nlive++ == 0) first_live = r;
+    }
+    if (nlive > 0)
+        fprintf(out, "== live reference: %lld case%s had no stored golden and %s compared against the reference "
+                "kernel run live (e.g. %s); --golden=store makes that an ERROR\n",
+                (long long)nlive, nlive == 1 ? "" : "s", nlive == 1 ? "was" : "were", first_live->case_id);
 
     kv_report_hits hits[KV_REPORT_GATES];
     if (kv_report_hit_rates(results, hits) > 0) {

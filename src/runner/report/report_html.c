@@ -1,8 +1,10 @@
 /* report.html: one self-contained page (inline CSS and SVG, no script, no
  * network) in this order: run summary, the failures with their mismatch
- * tables, the op x dtype matrix (worst status per cell), histograms of the
- * error maxima per check, and every result with the bad ones first. All
- * text from results goes through kv_report_put_escaped. */
+ * tables (the first HTML_MAX_PROBLEMS), the op x dtype matrix (worst status
+ * per cell), the op x backend support matrix, per-op counts, histograms of
+ * the error maxima per check (log scale), and a pointer to results.jsonl,
+ * which keeps the full row list (the page stays well under 1 MB for the
+ * green suite). All text from results goes through kv_report_put_escaped. */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
 
@@ -120,7 +122,8 @@ static void put_problem(FILE *f, const kv_check_result *r) {
         kv_report_put_escaped(f, r->message, false);
         fputs("</pre>\n", f);
     }
-    if (r->compared > 0 || r->mismatched > 0) {
+    /* Once: the checks' messages already say "N of M elements differ". */
+    if ((r->compared > 0 || r->mismatched > 0) && strstr(r->message, "elements differ") == NULL) {
         char a[40], u[40];
         kv_report_fmt_double(r->max_abs_err, a, sizeof a);
         if (r->max_ulps < 0) snprintf(u, sizeof u, "n/a");
@@ -154,15 +157,21 @@ static void put_problem(FILE *f, const kv_check_result *r) {
     fputs("</div>\n", f);
 }
 
+/* Failures shown in full; the rest are counted (a run with thousands of
+ * failures would otherwise make a page nobody can open). */
+#define HTML_MAX_PROBLEMS 200
+
 static void put_failures(FILE *f, const kv_result_list *results) {
     fputs("<h2 id=\"failures\">Failures</h2>\n", f);
     int n = 0;
     for (int i = 0; i < results->n; i++) {
         if (!kv_result_status_is_bad(results->items[i].status)) continue;
-        put_problem(f, &results->items[i]);
-        n++;
+        if (n++ < HTML_MAX_PROBLEMS) put_problem(f, &results->items[i]);
     }
     if (n == 0) fputs("<p>None.</p>\n", f);
+    if (n > HTML_MAX_PROBLEMS)
+        fprintf(f, "<p>... and %d more failing rows: every one is in <code>" KV_REPORT_FAILURES "</code> and <code>"
+                   KV_REPORT_JSONL "</code>.</p>\n", n - HTML_MAX_PROBLEMS);
 }
 
 /* ---- op x dtype matrix ---- */
@@ -290,7 +299,10 @@ static void put_histogram(FILE *f, const char *title, const double *v, int n) {
         }
     }
     const int nbars = nb + 2, barw = 34, plot_h = 120, top = 28, left = 10;
-    const int width = left * 2 + nbars * barw, height = top + plot_h + 40;
+    /* Wide enough for the title (about 7 px a character at 13 px). */
+    const int title_w = left * 2 + 7 * ((int)strlen(title) + 30);
+    const int width = left * 2 + nbars * barw > title_w ? left * 2 + nbars * barw : title_w;
+    const int height = top + plot_h + 40;
     int64_t maxc = zero > nonfinite ? zero : nonfinite;
     for (int i = 0; i < nb; i++)
         if (bins[i] > maxc) maxc = bins[i];
@@ -300,7 +312,7 @@ static void put_histogram(FILE *f, const char *title, const double *v, int n) {
     fputs("</title>\n", f);
     fprintf(f, "<text x=\"%d\" y=\"16\" font-size=\"13\">", left);
     kv_report_put_escaped(f, title, false);
-    fprintf(f, " (%d)</text>\n", n);
+    fprintf(f, " (%d results; bar height: log scale)</text>\n", n);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", left, top + plot_h, width - left,
             top + plot_h);
     for (int b = 0; b < nbars; b++) {
@@ -319,7 +331,8 @@ static void put_histogram(FILE *f, const char *title, const double *v, int n) {
             c = bins[b - 1];
             snprintf(label, sizeof label, "1e%d", lo + b - 1);
         }
-        int h = maxc > 0 ? (int)((double)c * plot_h / (double)maxc + 0.5) : 0;
+        /* Log scale: 4 bad results beside 15,982 good ones stay visible. */
+        int h = maxc > 0 ? (int)(log10(1.0 + (double)c) * plot_h / log10(1.0 + (double)maxc) + 0.5) : 0;
         int x = left + b * barw;
         if (c > 0 && h < 1) h = 1;
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", x + 3, top + plot_h - h,
@@ -345,7 +358,8 @@ static void family_of(const char *check, char *buf, size_t cap) {
 static kv_status put_plots(FILE *f, const kv_result_list *results, const char *path) {
     fputs("<h2 id=\"errors\">Error distributions</h2>\n"
           "<p>Per check, the maximum error of each compared result, by decade: ULP distance (where the "
-          "dtype has ULPs) and absolute error.</p>\n",
+          "dtype has ULPs) and absolute error. Bar heights are on a log scale (the count is written on each "
+          "bar); green: exactly 0, blue: by decade, red: inf or NaN.</p>\n",
           f);
     double *ulps = malloc(((size_t)results->n + 1) * sizeof *ulps);
     double *abs = malloc(((size_t)results->n + 1) * sizeof *abs);
@@ -398,30 +412,105 @@ static kv_status put_plots(FILE *f, const kv_result_list *results, const char *p
     return KV_OK;
 }
 
-/* ---- every result ---- */
+/* ---- op x backend support matrix and per-op summaries ---- */
 
-static void put_row(FILE *f, const kv_check_result *r) {
-    fputs("<tr>", f);
-    put_status_cell(f, r->status);
-    fputs("<td><code>", f);
-    kv_report_put_escaped(f, r->case_id, false);
-    fputs("</code></td><td>", f);
-    kv_report_put_escaped(f, r->check, false);
-    fputs("</td><td>", f);
-    kv_report_put_escaped(f, r->backend, false);
-    fprintf(f, "</td><td>%s</td><td class=\"num\">%.3f</td><td>", kv_dtype_name(r->dtype), r->seconds);
-    kv_report_put_escaped(f, r->message, false);
-    fputs("</td></tr>\n", f);
+/* The distinct backends, in order of first appearance (few: cpu, sim,
+ * accel, plugins). */
+#define HTML_MAX_BACKENDS 16
+
+static int backend_index(const char *names[HTML_MAX_BACKENDS], int *n, const char *b) {
+    for (int i = 0; i < *n; i++)
+        if (strcmp(names[i], b) == 0) return i;
+    if (*n == HTML_MAX_BACKENDS) return -1;
+    names[*n] = b;
+    return (*n)++;
 }
 
-static void put_all(FILE *f, const kv_result_list *results) {
-    fputs("<h2 id=\"results\">All results</h2>\n<table>\n<tr><th>status</th><th>case</th><th>check</th>"
-          "<th>backend</th><th>dtype</th><th>seconds</th><th>message</th></tr>\n",
+static kv_status put_backend_matrix_and_ops(FILE *f, const kv_result_list *results, const char *path) {
+    if (results->n == 0) return KV_OK;
+    int nops = 0, nb = 0;
+    const char *bnames[HTML_MAX_BACKENDS];
+    int *ops_of = malloc((size_t)results->n * sizeof *ops_of);
+    op_ref *reps = ops_of ? distinct_ops(results, &nops, ops_of) : NULL;
+    int *worst = reps ? malloc((size_t)nops * HTML_MAX_BACKENDS * sizeof *worst) : NULL;
+    int64_t *per_op = worst ? calloc((size_t)nops * KV_RESULT_STATUS_COUNT, sizeof *per_op) : NULL;
+    double *secs = per_op ? calloc((size_t)nops, sizeof *secs) : NULL;
+    if (secs == NULL) {
+        free(ops_of);
+        free(reps);
+        free(worst);
+        free(per_op);
+        return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
+    }
+    for (int i = 0; i < nops * HTML_MAX_BACKENDS; i++) worst[i] = -1;
+    for (int i = 0; i < results->n; i++) {
+        const kv_check_result *r = &results->items[i];
+        if ((int)r->status >= 0 && r->status < KV_RESULT_STATUS_COUNT)
+            per_op[(size_t)ops_of[i] * KV_RESULT_STATUS_COUNT + r->status]++;
+        secs[ops_of[i]] += r->seconds;
+        const int b = backend_index(bnames, &nb, r->backend);
+        if (b < 0) continue;
+        int *w = &worst[ops_of[i] * HTML_MAX_BACKENDS + b];
+        if (*w < 0 || kv_result_status_severity(r->status) > kv_result_status_severity((kv_result_status)*w))
+            *w = (int)r->status;
+    }
+    fputs("<h2 id=\"support\">Support matrix: op &#215; backend</h2>\n"
+          "<p>Worst status over every row of the op on the backend (UNSUPPORTED: the backend lacks the kernel).</p>\n"
+          "<table>\n<tr><th>op</th>",
           f);
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < results->n; i++)
-            if (kv_result_status_is_bad(results->items[i].status) == (pass == 0)) put_row(f, &results->items[i]);
+    for (int b = 0; b < nb; b++) {
+        fputs("<th>", f);
+        kv_report_put_escaped(f, bnames[b], false);
+        fputs("</th>", f);
+    }
+    fputs("</tr>\n", f);
+    for (int o = 0; o < nops; o++) {
+        fputs("<tr><th><code>", f);
+        kv_report_put_escaped(f, reps[o].op, false);
+        fputs("</code></th>", f);
+        for (int b = 0; b < nb; b++) {
+            const int w = worst[o * HTML_MAX_BACKENDS + b];
+            if (w < 0) fputs("<td></td>", f);
+            else put_status_cell(f, (kv_result_status)w);
+        }
+        fputs("</tr>\n", f);
+    }
     fputs("</table>\n", f);
+
+    fputs("<h2 id=\"ops\">Per-op summary</h2>\n<table>\n<tr><th>op</th>", f);
+    for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) fprintf(f, "<th>%s</th>", kv_result_status_name((kv_result_status)s));
+    fputs("<th>rows</th><th>seconds</th></tr>\n", f);
+    for (int o = 0; o < nops; o++) {
+        fputs("<tr><th><code>", f);
+        kv_report_put_escaped(f, reps[o].op, false);
+        fputs("</code></th>", f);
+        int64_t total = 0;
+        for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) {
+            const int64_t c = per_op[(size_t)o * KV_RESULT_STATUS_COUNT + s];
+            total += c;
+            if (c == 0) fputs("<td class=\"num\"></td>", f);
+            else fprintf(f, "<td class=\"num st-%s\">%lld</td>", kv_result_status_name((kv_result_status)s), (long long)c);
+        }
+        fprintf(f, "<td class=\"num\">%lld</td><td class=\"num\">%.3f</td></tr>\n", (long long)total, secs[o]);
+    }
+    fputs("</table>\n", f);
+    free(ops_of);
+    free(reps);
+    free(worst);
+    free(per_op);
+    free(secs);
+    return KV_OK;
+}
+
+/* The full row list stays in results.jsonl: a table of every row made a
+ * green suite's page 12 MB and slow to render. */
+static void put_rows_note(FILE *f, const kv_result_list *results) {
+    fprintf(f,
+            "<h2 id=\"results\">All results</h2>\n<p>All %d rows (one per case and check) are in "
+            "<a href=\"" KV_REPORT_JSONL "\"><code>" KV_REPORT_JSONL "</code></a>, one JSON object per line; the "
+            "failing ones are above and in <a href=\"" KV_REPORT_FAILURES "\"><code>" KV_REPORT_FAILURES
+            "</code></a>.</p>\n",
+            results->n);
 }
 
 kv_status kv_report_write_html(const kv_result_list *results, const kv_report_meta *meta, const char *path) {
@@ -439,12 +528,13 @@ kv_status kv_report_write_html(const kv_result_list *results, const kv_report_me
     put_summary(rf.f, results);
     put_failures(rf.f, results);
     st = put_matrix(rf.f, results, path);
+    if (st == KV_OK) st = put_backend_matrix_and_ops(rf.f, results, path);
     if (st == KV_OK) st = put_plots(rf.f, results, path);
     if (st != KV_OK) {
         kv_report_file_discard(&rf);
         return st;
     }
-    put_all(rf.f, results);
+    put_rows_note(rf.f, results);
     fputs("</body>\n</html>\n", rf.f);
     return kv_report_file_close(&rf);
 }

@@ -176,6 +176,19 @@ kv_status kv_report_write_meta(const kv_report_meta *meta, const kv_result_list 
     bad |= put(o, "merged_from", json_integer(meta->merged_from));
     bad |= put(o, "results", json_integer(results->n));
     bad |= put(o, "counts", counts);
+    /* The merge compares these (merge.c); written by every run. */
+    json_t *fp = json_object();
+    bad |= fp == NULL;
+    if (fp != NULL) {
+        const kv_report_fingerprint *f = &meta->fingerprint;
+        bad |= put(fp, "version", str_json(f->version));
+        bad |= put(fp, "cases", str_json(f->cases));
+        bad |= put(fp, "options", str_json(f->options));
+        bad |= put(fp, "gates", str_json(f->gates));
+        bad |= put(fp, "backends", str_json(f->backends));
+        bad |= put(fp, "env", str_json(f->env));
+        bad |= put(o, "fingerprint", fp);
+    }
     if (meta->nbackends > 0) {
         json_t *list = json_array();
         for (int i = 0; list != NULL && i < meta->nbackends; i++) {
