@@ -1,6 +1,10 @@
 # Shared helpers of the CI-grade script tests (tests/ci/*.sh, run by
 # tests/run_tests.sh). KVRUN may name another build's kvrun.
 KVRUN=${KVRUN:-build/kvrun}
+# The scripts count rows: the backends are pinned to SIM (from the same
+# build as KVRUN) so that another built plugin (oneDNN) cannot change them.
+KV_BACKEND_PATH=${KV_BACKEND_PATH-$(dirname "$KVRUN")/backends/libkv_sim.so}
+export KV_BACKEND_PATH
 T=$(mktemp -d "${TMPDIR:-/tmp}/kv-ci.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 nfail=0
