@@ -45,4 +45,12 @@ expect 0 "" "shard 2/4 with KV_CPU_ISA=sse2" -- env KV_CPU_ISA=sse2 $KVRUN $F --
 expect 2 "they differ in the environment" "a shard with another environment is refused" -- \
     $KVRUN --merge "$T/s1" "$T/e2" "$T/s3" "$T/s4" --report-dir="$T/m4"
 expect 0 '"fingerprint"' "meta.json holds the fingerprint" -- cat "$T/s1/meta.json"
+# A plugin that loaded unavailable has its load row in every shard: the
+# merge keeps one.
+U=$(dirname "$KVRUN")/tests/plugins/libunavailable.so
+expect 0 "" "shard 1/2 with an unavailable plugin" -- $KVRUN cases/matmul.case --backend="$U" --shard=1/2 --report-dir="$T/u1"
+expect 0 "" "shard 2/2 with an unavailable plugin" -- $KVRUN cases/matmul.case --backend="$U" --shard=2/2 --report-dir="$T/u2"
+expect 0 "merged from 2 report folders" "the shards' identical load rows merge into one" -- \
+    $KVRUN --merge "$T/u1" "$T/u2" --report-dir="$T/um"
+expect 0 "1" "one load row after the merge" -- sh -c "grep -c '\"check\":\"load\"' '$T/um/results.jsonl'"
 finish

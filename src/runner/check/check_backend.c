@@ -56,7 +56,10 @@ static kv_status backend_readable(kv_case_outputs *out) {
 /* A plugin that loaded but is unavailable holds no slot, so the slot's key
  * has no name of its own ("Plugin0"): its rows go by the plugin's name. */
 static const char *backend_unavailable_name(kv_key key) {
-    if (!kv_key_is_backend(key) || kv_allocator_for((kv_device_type)key) != NULL) return NULL;
+    /* SIM and CUDA have slots of their own, named whatever is in them. */
+    if (!kv_key_is_backend(key) || (kv_device_type)key < KV_DEVICE_PLUGIN0 ||
+        kv_allocator_for((kv_device_type)key) != NULL)
+        return NULL;
     const kv_backend_info *b = kv_backend_find((kv_device_type)key);
     return b != NULL && b->state == KV_BACKEND_UNAVAILABLE && b->name[0] ? b->name : NULL;
 }

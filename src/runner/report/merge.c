@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -324,6 +325,15 @@ static int cmp_tagged(const void *a, const void *b) {
     return c;
 }
 
+/* A backend's load row ("backend(<name>)", check "load") is a fact of the
+ * run, not of a case: every shard reports it. Identical copies are one
+ * row; copies that disagree (the plugin loaded in one shard, failed in
+ * another) stay a duplicate, which merging refuses. */
+static bool same_backend_row(const kv_check_result *a, const kv_check_result *b) {
+    return strcmp(a->check, "load") == 0 && strncmp(a->case_id, "backend(", 8) == 0 && a->status == b->status &&
+           strcmp(a->message, b->message) == 0;
+}
+
 static char *path_in(const char *dir, const char *name) {
     size_t ld = strlen(dir), ln = strlen(name);
     char *p = malloc(ld + ln + 2);
@@ -444,14 +454,24 @@ kv_status kv_merge_dirs(const char *const *dirs, int ndirs, kv_result_list *out,
         qsort(tags, (size_t)all.n, sizeof *tags, cmp_tagged);
         for (int i = 1; i < all.n && st == KV_OK; i++)
             if (strcmp(tags[i].r->case_id, tags[i - 1].r->case_id) == 0 &&
-                strcmp(tags[i].r->check, tags[i - 1].r->check) == 0)
+                strcmp(tags[i].r->check, tags[i - 1].r->check) == 0 && !same_backend_row(tags[i - 1].r, tags[i].r))
                 st = kv_error(KV_ERR_INVALID_ARG, "merge: duplicate result for case '%s' check '%s': in '%s' and in '%s'",
                               tags[i].r->case_id, tags[i].r->check, dirs[tags[i - 1].dir], dirs[tags[i].dir]);
     }
     if (st == KV_OK) {
+        /* In the folders' order, each shard's copy of a backend row after
+         * the first dropped. */
+        bool *dup = calloc((size_t)all.n + 1, sizeof *dup);
+        if (dup == NULL) st = kv_error(KV_ERR_OOM, "merge: out of memory for %d results", all.n);
+        for (int i = 1; st == KV_OK && i < all.n; i++)
+            if (strcmp(tags[i].r->case_id, tags[i - 1].r->case_id) == 0 &&
+                strcmp(tags[i].r->check, tags[i - 1].r->check) == 0)
+                dup[tags[i].r - all.items] = true;
         const int n0 = out->n;
-        st = kv_result_list_extend(out, &all);
+        for (int i = 0; st == KV_OK && i < all.n; i++)
+            if (!dup[i]) st = kv_result_list_push(out, &all.items[i]);
         if (st != KV_OK) out->n = n0;
+        free(dup);
     }
     if (st == KV_OK && meta_out) {
         kv_report_meta m = metas[0];
