@@ -15,12 +15,14 @@
 
 /* ---- owned tensors ---- */
 
-kv_status kv_accel_box_own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot) {
+_Static_assert(KV_STACK_MAX <= 32, "the box's slot masks are 32 bits");
+
+static kv_status own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot, bool shadow) {
     if (b->nowned == b->capowned) {
         int cap = b->capowned * 2;
         kv_accel_owned *grown = malloc((size_t)cap * sizeof *grown);
         if (grown == NULL) {
-            kv_tensor_release(made);
+            if (!shadow) kv_tensor_release(made);
             return kv_error(KV_ERR_OOM, "%s: out of host memory boxing the arguments", kv_op_name(b->op));
         }
         memcpy(grown, b->owned, (size_t)b->nowned * sizeof *grown);
@@ -28,8 +30,29 @@ kv_status kv_accel_box_own(kv_accel_box *b, kv_tensor *made, const kv_tensor *or
         b->owned = grown;
         b->capowned = cap;
     }
-    b->owned[b->nowned++] = (kv_accel_owned){ made, orig, slot };
+    b->owned[b->nowned++] = (kv_accel_owned){ made, orig, slot, shadow };
     return KV_OK;
+}
+
+kv_status kv_accel_box_own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot) {
+    return own(b, made, orig, slot, false);
+}
+
+void kv_accel_box_note(kv_accel_box *b, const kv_tensor *boxed) {
+    b->boxed_keys |= boxed->keys;
+    /* The same rule as kv_call's key set scan: a 0-dim CPU tensor is read
+     * as a scalar and neither sets nor checks the device. */
+    if (boxed->ndim == 0 && boxed->device.type == KV_DEVICE_CPU) {
+        b->boxed_any = true;
+        return;
+    }
+    if (!b->boxed_have_device) {
+        b->boxed_device = boxed->device;
+        b->boxed_have_device = true;
+    } else if (!kv_device_equal(b->boxed_device, boxed->device)) {
+        b->boxed_device_mismatch = true;
+    }
+    b->boxed_any = true;
 }
 
 kv_status kv_accel_box_fail(kv_accel_box *b, kv_status st) {
@@ -122,17 +145,20 @@ bool kv_accel_box_begin(kv_accel_box *b, const kv_op *op, kv_keyset ks, kv_stack
     b->nreturns = 0;
     b->device_not_accel = false;
     b->list_inline_used = false;
+    b->boxed_any = false;
+    b->boxed_have_device = false;
+    b->boxed_device_mismatch = false;
+    b->boxed_keys = KV_KEYSET_EMPTY;
+    b->mutable_mask = 0;
+    b->list_heap_mask = 0;
     b->compact_slot = -1;
     b->compact_items = NULL;
     b->compact_n = 0;
     b->owned = b->owned_inline;
     b->nowned = 0;
     b->capowned = KV_ACCEL_BOX_INLINE;
+    b->nshadows = 0;
     int n = stack->size < KV_STACK_MAX ? stack->size : KV_STACK_MAX;
-    for (int i = 0; i < n; i++) {
-        b->mutable_slot[i] = false;
-        b->list_heap[i] = NULL;
-    }
     memcpy(b->slots, stack->slots, (size_t)n * sizeof *b->slots);
     b->stack = kv_stack_on(b->slots, KV_STACK_MAX);
     b->stack.size = n;
@@ -160,15 +186,32 @@ kv_status kv_accel_box_below(kv_accel_box *b, int op_id) {
     return kv_redispatch(b->op, b->ks & kv_keyset_below(KV_KEY_ACCEL_BOXING), b->caller);
 }
 
-/* Boxes one tensor value; t is the caller's. */
-static kv_tensor *box_one(kv_accel_box *b, kv_tensor *t, int slot) {
-    if (t->device.type != KV_DEVICE_ACCEL) return t; /* a 0-dim CPU tensor rides along */
+/* Boxes one tensor value; t is the caller's. A single Tensor argument
+ * (`shadow`) gets a header in the box itself: the fast path's kernel only
+ * reads it, and the slow path, whose layers may keep their arguments,
+ * swaps it for a heap alias first (upgrade_shadows). */
+static kv_tensor *box_one(kv_accel_box *b, kv_tensor *t, int slot, bool shadow) {
+    if (t->device.type != KV_DEVICE_ACCEL) { /* a 0-dim CPU tensor rides along */
+        kv_accel_box_note(b, t);
+        return t;
+    }
+    if (shadow && b->nshadows < KV_ACCEL_BOX_SHADOWS) {
+        kv_tensor *h = &b->shadows[b->nshadows++];
+        kv_accel_shadow(h, t, b->target);
+        kv_accel_box_note(b, h);
+        if (own(b, h, t, slot, true) != KV_OK) {
+            fail_from_error(b, "boxing an argument");
+            return NULL;
+        }
+        return h;
+    }
     kv_tensor *a = kv_accel_alias_to_target(t, b->target);
     if (a == NULL) {
         fail_from_error(b, "boxing an argument");
         return NULL;
     }
-    if (kv_accel_box_own(b, a, t, slot) != KV_OK) {
+    kv_accel_box_note(b, a);
+    if (own(b, a, t, slot, false) != KV_OK) {
         fail_from_error(b, "boxing an argument");
         return NULL;
     }
@@ -179,7 +222,7 @@ kv_status kv_accel_box_tensor(kv_accel_box *b, int slot) {
     if (b->st != KV_OK) return b->st;
     kv_ivalue *v = &b->slots[slot];
     if (v->tag != KV_IV_TENSOR) return KV_OK;
-    kv_tensor *a = box_one(b, v->v.tensor, slot);
+    kv_tensor *a = box_one(b, v->v.tensor, slot, true);
     if (a == NULL) return b->st;
     v->v.tensor = a;
     return KV_OK;
@@ -187,7 +230,7 @@ kv_status kv_accel_box_tensor(kv_accel_box *b, int slot) {
 
 kv_status kv_accel_box_mutable(kv_accel_box *b, int slot) {
     if (b->st != KV_OK) return b->st;
-    b->mutable_slot[slot] = true;
+    b->mutable_mask |= 1u << slot;
     return kv_accel_box_tensor(b, slot);
 }
 
@@ -211,9 +254,10 @@ kv_status kv_accel_box_list(kv_accel_box *b, int slot) {
             return kv_accel_box_fail(
                 b, kv_error(KV_ERR_OOM, "%s: out of host memory boxing a tensor list", kv_op_name(b->op)));
         b->list_heap[slot] = items;
+        b->list_heap_mask |= 1u << slot;
     }
     for (int e = 0; e < list.n; e++) {
-        kv_tensor *a = box_one(b, list.items[e], slot);
+        kv_tensor *a = box_one(b, list.items[e], slot, false);
         if (a == NULL) return b->st;
         items[e] = a;
     }
@@ -253,14 +297,33 @@ kv_status kv_accel_box_fast(kv_accel_box *b) {
 static void propagate_history(kv_accel_box *b) {
     for (int i = 0; i < b->nowned; i++) {
         const kv_accel_owned *o = &b->owned[i];
-        if (o->orig == NULL || o->slot < 0 || !b->mutable_slot[o->slot]) continue;
+        if (o->orig == NULL || o->slot < 0 || !(b->mutable_mask & (1u << o->slot))) continue;
         bool bit_differs = kv_keyset_has(o->made->keys, KV_KEY_AUTOGRAD) != kv_keyset_has(o->orig->keys, KV_KEY_AUTOGRAD);
         if (o->made->autograd != o->orig->autograd || bit_differs) kv_autograd_share((kv_tensor *)o->orig, o->made);
     }
 }
 
+/* The slow path runs every layer, and a layer may keep an argument
+ * (autograd saves inputs, Trace and Functionalize record them): each
+ * shadow header becomes a heap alias sharing the caller's autograd record,
+ * what boxing made before shadows existed. */
+static kv_status upgrade_shadows(kv_accel_box *b) {
+    for (int i = 0; i < b->nowned; i++) {
+        kv_accel_owned *o = &b->owned[i];
+        if (!o->shadow) continue;
+        kv_tensor *a = kv_accel_alias_to_target(o->orig, b->target);
+        if (a == NULL) return fail_from_error(b, "boxing an argument");
+        if (o->slot >= 0 && b->slots[o->slot].tag == KV_IV_TENSOR && b->slots[o->slot].v.tensor == o->made)
+            b->slots[o->slot].v.tensor = a;
+        o->made = a;
+        o->shadow = false;
+    }
+    return KV_OK;
+}
+
 kv_status kv_accel_box_slow(kv_accel_box *b) {
     if (b->st != KV_OK) return b->st;
+    if (b->nshadows > 0 && upgrade_shadows(b) != KV_OK) return b->st;
     kv_accel_history_note_inputs(b);
     kv_status st = kv_call(b->op, &b->stack);
     if (st != KV_OK) return kv_accel_box_fail(b, st);
@@ -344,6 +407,15 @@ kv_status kv_accel_box_end(kv_accel_box *b, kv_status st) {
         st = kv_error(KV_ERR_INTERNAL, "%s: boxing unboxed %d of the schema's %d returns (caller stack capacity %d)",
                       s->full_name, b->nreturns, s->nreturns, b->caller->cap);
     if (b->ran) kv_stack_clear_returns(&b->stack); /* whatever was not taken */
+    for (int i = 0; i < b->nowned; i++) {
+        const kv_accel_owned *o = &b->owned[i];
+        if (o->shadow && atomic_load_explicit(&o->made->refcount, memory_order_relaxed) != 1 && st == KV_OK) {
+            /* A kernel kept a reference to a header that dies with this
+             * frame: a kernel bug that must not pass silently. */
+            st = kv_error(KV_ERR_INTERNAL, "%s: the %s kernel kept a reference to a boxed argument", s->full_name,
+                          kv_key_name(b->target));
+        }
+    }
     if (st == KV_OK) {
         if (b->slow_ran) kv_accel_history_retag(b);
         for (int i = 0; i < b->nreturns; i++) b->caller->slots[i] = b->returns[i];
@@ -352,9 +424,10 @@ kv_status kv_accel_box_end(kv_accel_box *b, kv_status st) {
         for (int i = 0; i < b->nreturns; i++)
             if (b->returns[i].tag == KV_IV_TENSOR) kv_tensor_release(b->returns[i].v.tensor);
     }
-    for (int i = 0; i < b->nowned; i++) kv_tensor_release(b->owned[i].made);
+    for (int i = 0; i < b->nowned; i++)
+        if (!b->owned[i].shadow) kv_tensor_release(b->owned[i].made);
     if (b->owned != b->owned_inline) free(b->owned);
-    for (int i = 0; i < s->nargs && i < KV_STACK_MAX; i++) free(b->list_heap[i]);
+    for (uint32_t m = b->list_heap_mask; m != 0; m &= m - 1) free(b->list_heap[__builtin_ctz(m)]);
     if (b->compact_items != NULL && b->compact_items != b->compact_inline) free(b->compact_items);
     return st;
 }
