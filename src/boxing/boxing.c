@@ -83,7 +83,9 @@ kv_tensor *kv_accel_alias_to_target(const kv_tensor *t, kv_key target) {
 }
 
 void kv_accel_shadow(kv_tensor *shadow, const kv_tensor *t, kv_key target) {
-    memcpy(shadow, t, sizeof *shadow);
+    /* A struct copy, which the compiler inlines (memcpy of a header went
+     * through libc's). The refcount is overwritten below. */
+    *shadow = *t;
     atomic_init(&shadow->refcount, 1);
     shadow->device = (kv_device){ (kv_device_type)target, target_index(target, t->device.index) };
     shadow->keys = kv_accel_keys_to_target(t->keys, target);
@@ -159,12 +161,12 @@ bool kv_accel_box_begin(kv_accel_box *b, const kv_op *op, kv_keyset ks, kv_stack
     b->capowned = KV_ACCEL_BOX_INLINE;
     b->nshadows = 0;
     int n = stack->size < KV_STACK_MAX ? stack->size : KV_STACK_MAX;
-    memcpy(b->slots, stack->slots, (size_t)n * sizeof *b->slots);
+    for (int i = 0; i < n; i++) b->slots[i] = stack->slots[i];
     b->stack = kv_stack_on(b->slots, KV_STACK_MAX);
     b->stack.size = n;
     if (any_batched(s, stack)) return false;
 
-    kv_key runtime = kv_accel_target();
+    kv_key runtime = kv_accel_target_now();
     kv_key t = target == KV_ACCEL_TARGET_DEFAULT ? runtime : target;
     if (runtime == KV_KEY_NONE) {
         b->st = kv_accel_target_error(s->full_name);
@@ -348,6 +350,19 @@ static kv_status check_return(kv_accel_box *b, int ret, kv_ivalue_tag want) {
     return KV_OK;
 }
 
+/* Drops a reference the kernel returned: a shadow header lives in this
+ * box and no other thread has seen it, so its count needs no locked
+ * instruction (and must never reach zero: the box holds the first). */
+static void drop_returned(kv_accel_box *b, kv_tensor *r) {
+    const uintptr_t at = (uintptr_t)r, first = (uintptr_t)b->shadows;
+    if (at >= first && at < first + (uintptr_t)b->nshadows * sizeof *b->shadows) {
+        atomic_store_explicit(&r->refcount, atomic_load_explicit(&r->refcount, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+        return;
+    }
+    kv_tensor_release(r);
+}
+
 /* Takes return `ret` off the boxed stack (the box now owns it). */
 static kv_tensor *take(kv_accel_box *b, int ret) {
     kv_tensor *r = b->stack.slots[ret].v.tensor;
@@ -365,7 +380,7 @@ kv_status kv_accel_unbox_tensor(kv_accel_box *b, int ret) {
         if (b->owned[i].made == r && b->owned[i].orig != NULL) {
             kv_tensor *orig = (kv_tensor *)b->owned[i].orig;
             kv_tensor_retain(orig);
-            kv_tensor_release(r);
+            drop_returned(b, r);
             b->returns[ret] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = orig };
             return KV_OK;
         }
@@ -383,12 +398,12 @@ kv_status kv_accel_unbox_alias(kv_accel_box *b, int ret, int slot) {
     kv_tensor *r = take(b, ret);
     kv_tensor *orig = b->caller->slots[slot].tag == KV_IV_TENSOR ? b->caller->slots[slot].v.tensor : NULL;
     if (orig == NULL) {
-        kv_tensor_release(r);
+        drop_returned(b, r);
         return kv_accel_box_fail(b, kv_error(KV_ERR_INTERNAL, "%s: return %d aliases argument %d, which is not a tensor",
                                              kv_op_name(b->op), ret, slot));
     }
     kv_tensor_retain(orig);
-    kv_tensor_release(r);
+    drop_returned(b, r);
     b->returns[ret] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = orig };
     return KV_OK;
 }

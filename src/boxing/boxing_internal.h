@@ -220,6 +220,9 @@ kv_status kv_accel_parse_disable_list(const char *text, bool *special);
 /* The runtime target, resolved: a backend key, or KV_KEY_NONE with the
  * reason from kv_accel_target_error(). */
 kv_key kv_accel_resolve_target(kv_key requested);
+/* kv_accel_target without the kv_init check, for code that only runs
+ * inside a dispatched call (init is done by then). */
+kv_key kv_accel_target_now(void);
 /* Sets the thread's error to why no target is available; returns it. */
 kv_status kv_accel_target_error(const char *op);
 /* The requested target from KV_ACCEL_TARGET: a backend key, or
