@@ -100,8 +100,13 @@ void kvb_throughput_section(const kvb_limits *lim, int rounds, bool quick) {
         printf("  %-34s %10.2f %10.2f %10.2f  %-18s %s  %s\n", cs[i].name, med, cs[i].work / kvb_max(&cs[i]),
                cs[i].work / kvb_min(&cs[i]), frac, choice[i], flops ? "GFLOP/s" : "GB/s");
     }
+    const kv_cpu_cache_stats cc = kv_cpu_cache_stats_get();
     printf("  CPU allocator after the run: %lld live blocks, %lld bytes live, %lld allocations in all\n",
            (long long)st.live_count, (long long)st.live_bytes, (long long)st.total_allocs);
+    printf("  CPU cache (KV_CACHING_ALLOCATOR=%d): %llu large hits, %llu misses, %llu returned to libc, %lld blocks "
+           "(%lld MiB) cached\n",
+           cc.enabled ? 1 : 0, (unsigned long long)cc.hits, (unsigned long long)cc.misses,
+           (unsigned long long)cc.returned, (long long)cc.cached_blocks, (long long)(cc.cached_bytes >> 20));
     kv_tensor_release(c.x);
     kv_tensor_release(c.y);
     kv_tensor_release(c.a);

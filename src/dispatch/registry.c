@@ -146,6 +146,7 @@ static kv_status init_registry(void) {
     bool cache = true;
     if (kv_dispatch_parse_cache_env(getenv("KV_NO_DISPATCH_CACHE"), &cache) != KV_OK) return kv_last_error();
     atomic_store(&g_cache_enabled, cache);
+    if (kv_cpu_cache_env_init() != KV_OK) return kv_last_error();
 
     for (int id = 0; id < KV_OP_COUNT; id++) {
         kv_op *op = NULL;
