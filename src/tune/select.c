@@ -154,7 +154,8 @@ static int decide(tune_slot *s, const kv_stack *stack, int n, uint64_t tag, uint
     return choice;
 }
 
-int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune) {
+int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune, bool *only_choice_checked) {
+    *only_choice_checked = false;
     const int n = atomic_load_explicit(&s->n, memory_order_acquire);
     if (n == 0) {
         atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
@@ -175,6 +176,7 @@ int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune) {
                              atomic_fetch_add_explicit(&e->calls, 1, memory_order_relaxed) + 1 > after;
             if (!due) {
                 atomic_fetch_add_explicit(&s->hits, 1, memory_order_relaxed);
+                *only_choice_checked = true;
                 return c;
             }
         } else {

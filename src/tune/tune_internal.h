@@ -61,8 +61,10 @@ kv_status kv_tune_dispatch_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack
 /* ---- select.c ---- */
 /* The variant index to run for this call (see tune.h); -1 with the
  * thread's error set when there is none. `allow_tune` false never times
- * (ops called from inside a variant being timed). */
-int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune);
+ * (ops called from inside a variant being timed). *only_choice_checked
+ * says whether the chosen variant's predicate was the only one that ran
+ * (a cache hit), so what it stashed is about this call and this variant. */
+int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune, bool *only_choice_checked);
 /* Bumped to invalidate every cached choice (and the force resolution). */
 extern _Atomic uint32_t g_tune_gen;
 extern _Atomic uint32_t g_tune_force_gen;
@@ -103,6 +105,11 @@ kv_status kv_tune_config_from_env(void);
 typedef enum tune_how { TUNE_HOW_FORCED, TUNE_HOW_ONLY, TUNE_HOW_TUNED, TUNE_HOW_UNTUNED } tune_how;
 void kv_tune_log_choice(const tune_slot *s, const kv_stack *stack, int choice, tune_how how, int ncompat,
                         const tune_timing *timings);
+
+/* ---- stash.c ---- */
+/* Arms this thread's stash for the call (op, stack), dropping any fill. */
+void kv_tune_stash_arm(const kv_op *op, const kv_stack *stack);
+void kv_tune_stash_disarm(void);
 
 /* ---- pin (dispatch.c) ---- */
 /* This thread's pin for (op, key): a variant index, or -1. */

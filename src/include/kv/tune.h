@@ -97,6 +97,25 @@ bool kv_tune_variant_compatible(const kv_op *op, kv_key backend, int i, const kv
  * "mm: CPU[ref, blocked, avx2]" (what KV_PERFDISPATCH_FORCE=? prints). */
 void kv_tune_list(FILE *out);
 
+/* ---- analyse once ----
+ * A predicate that analysed a call may leave the analysis for the kernel
+ * of the same call, so that a tuner cache hit analyses its arguments once:
+ *
+ *   predicate:  my_call *c = kv_tune_stash_buffer(op, stack, sizeof *c);
+ *               analyse into c (or into a local when c is NULL);
+ *               if it accepts and c != NULL: kv_tune_stash_fill(op, stack, &MY_KIND);
+ *   kernel:     const my_call *c = kv_tune_stash_take(op, stack, &MY_KIND);
+ *               copy *c before calling any op, or analyse when NULL.
+ *
+ * `kind` is any address naming the analysis (variants that share one
+ * analysis share it). Only the dispatcher arms the stash, for exactly the
+ * call whose chosen variant it is about to check and run, so a NULL from
+ * either function is normal and means "analyse yourself". */
+#define KV_TUNE_STASH_BYTES 512
+void *kv_tune_stash_buffer(const kv_op *op, const kv_stack *stack, size_t size);
+void kv_tune_stash_fill(const kv_op *op, const kv_stack *stack, const void *kind);
+const void *kv_tune_stash_take(const kv_op *op, const kv_stack *stack, const void *kind);
+
 /* ---- calling ---- */
 /* Calls variant `name` of (op, backend) directly on the stack (the stack
  * protocol of any kernel: args borrowed, replaced by owned returns). An
