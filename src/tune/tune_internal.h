@@ -14,6 +14,7 @@ typedef struct tune_variant {
     char name[KV_TUNE_NAME_MAX];
     kv_kernel_fn fn;
     kv_tune_pred_fn pred;
+    uint32_t depends; /* non-tensor arguments its predicate reads (bit = argument index) */
 } tune_variant;
 
 /* One cached choice. Fields are separate atomics: a reader may see a
@@ -25,6 +26,11 @@ typedef struct tune_entry {
     _Atomic uint32_t gen;    /* g_tune_gen when stored; older entries are misses */
     _Atomic int32_t choice;  /* variant index */
     _Atomic int64_t calls;   /* calls served since it was stored */
+    _Atomic uint64_t tuned_at; /* kv_tune_now() when stored (the time trigger) */
+    /* Variant indexes fastest first, 4 bits each, 0xF past the last
+     * (0 when the choice was not timed): where a call goes when the
+     * cached choice refuses it. */
+    _Atomic uint64_t rank;
 } tune_entry;
 
 #define TUNE_CACHE_SIZE 64   /* per slot, a power of two */
@@ -45,6 +51,11 @@ typedef struct tune_slot {
     _Atomic int32_t forced;
     _Atomic uint32_t force_gen;
     _Atomic uint64_t calls, tunings, hits; /* calls: the ones that missed the cache */
+    /* The non-tensor arguments in the geometry: the union of what the
+     * variants declare (kv_tune_register_variant_args). */
+    _Atomic uint32_t geo_mask;
+    /* Per-op settings (kv_tune_op_config_set), NULL: the global ones. */
+    _Atomic(const kv_tune_config *) cfg;
     struct tune_slot *next;                 /* every slot, for listing */
 } tune_slot;
 
@@ -53,6 +64,10 @@ typedef struct tune_slot {
 tune_slot *kv_tune_slot_find(const kv_op *op, kv_key key);
 /* The first slot of the list of all slots (newest first). */
 tune_slot *kv_tune_slot_first(void);
+/* The union of geo_mask over every backend's slot of op. */
+uint32_t kv_tune_op_geo_mask(const kv_op *op);
+/* The geometry hash with the non-tensor arguments of `mask`. */
+uint64_t kv_tune_geometry_hash_mask(const kv_op *op, const kv_stack *stack, uint32_t mask);
 
 /* ---- dispatch.c ---- */
 /* The kernel the registry installs at every key with a variant set. */

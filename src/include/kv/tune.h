@@ -71,6 +71,15 @@ typedef bool (*kv_tune_pred_fn)(const kv_op *op, const kv_stack *stack);
  * KV_TUNE_MAX_VARIANTS (KV_ERR_INVALID_ARG). */
 kv_status kv_tune_register_variant(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
                                    kv_tune_pred_fn pred);
+/* The same, declaring which non-tensor arguments the predicate (or the
+ * variant's speed) depends on, so they join the geometry: a comma list of
+ * argument names, "*" for every non-tensor argument, "*ints" for every
+ * non-tensor argument but Scalars and floats (dims, sizes, flags, dtypes,
+ * devices: what shapes the problem). NULL or "" declares none (what
+ * kv_tune_register_variant does). A name that is not a non-tensor
+ * argument of the op is KV_ERR_INVALID_ARG. */
+kv_status kv_tune_register_variant_args(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
+                                        kv_tune_pred_fn pred, const char *depends_on);
 /* Removes every variant of (op_name, backend) and its dispatching kernel
  * (the key's entry becomes missing). For tests. */
 kv_status kv_tune_unregister_all(const char *op_name, kv_key backend);
