@@ -34,6 +34,7 @@ static tune_slot *slot_create(const kv_op *op, kv_key key) {
     s->op = op;
     s->key = key;
     atomic_init(&s->forced, -1);
+    atomic_init(&s->cfg, kv_tune_op_config_lookup(op));
     atomic_init(&s->force_gen, UINT32_MAX);
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);

@@ -92,15 +92,24 @@ typedef struct tune_timing {
 } tune_timing;
 /* Times every variant whose compat[i] is true on a copy of the call;
  * returns the winner (-1 when every one failed). */
-int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tune_timing *timings);
+int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tune_timing *timings, bool first);
 uint64_t kv_tune_now(void);
 /* Whether this thread is inside kv_tune_measure (nested ops are not tuned). */
 bool kv_tune_in_measure(void);
 kv_tune_config kv_tune_config_snapshot(void);
-/* retune_after, readable without a lock (every cached call reads it). */
-int64_t kv_tune_retune_after(void);
+/* The settings a slot runs with (its op's, else the global ones), without
+ * a lock: every cached call reads them. Valid for the process's life. */
+const kv_tune_config *kv_tune_slot_config(const tune_slot *s);
+/* The per-op settings of op, NULL when it has none. */
+const kv_tune_config *kv_tune_op_config_lookup(const kv_op *op);
 
 /* ---- force.c ---- */
+/* The forced variant of slot s (n variants): its index, -1 when the op is
+ * not forced on this backend, TUNE_FORCE_ERROR when the entry names a
+ * variant the op has on no backend (kv_tune_force_error says so). */
+#define TUNE_FORCE_ERROR (-2)
+int kv_tune_force_resolve(const tune_slot *s, int n);
+kv_status kv_tune_force_error(const kv_op *op);
 /* The forced variant name of op, NULL when none (lock-free). */
 const char *kv_tune_force_lookup(const kv_op *op);
 /* Parses and checks a force map (the KV_PERFDISPATCH_FORCE grammar, "?"

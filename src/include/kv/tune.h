@@ -173,21 +173,50 @@ typedef enum kv_tune_env_result {
 } kv_tune_env_result;
 /* Reads the environment variables above now (they are otherwise read at
  * the first dispatch through a variant set). kvrun calls it after kv_init
- * and exits 2 on an error. Later calls return the first call's result. */
+ * and exits 2 on an error. Later calls return the first call's result.
+ * The library itself never exits: a "?" first read by a dispatch lists
+ * once on stdout and the program carries on, unforced. */
 kv_tune_env_result kv_tune_env_load(void);
+/* Every entry of the force map against what is registered now: KV_OK, or
+ * KV_ERR_INVALID_ARG naming the first entry whose op does not exist or has
+ * its variant on no backend. kvrun calls it once every backend is loaded
+ * (and exits 2); a dispatch judges only its own op's entry. */
+kv_status kv_tune_force_check(void);
 
 /* ---- the tuner ---- */
+/* Settings, global or per op (the first four fields keep their old
+ * order; the time trigger and the re-evaluation warm-up came later).
+ *
+ * Why the defaults differ from perf_dispatch's re-tune after 300 calls: a
+ * tuning here times every compatible variant (warm-up + reps runs each,
+ * about 30 calls' worth for 4 variants), so re-tuning every 300 calls
+ * would spend ~10% of a small op's time in the tuner; every 10,000 calls
+ * keeps it under 0.5%. The time trigger catches what a count cannot (a
+ * machine whose load changed under a long-running process). */
 typedef struct kv_tune_config {
-    int warmup;              /* untimed runs per variant (default 1) */
+    int warmup;              /* untimed runs per variant when a geometry is first evaluated (default 2) */
     int reps;                /* timed runs per variant, >= 1 (default 5) */
-    int64_t retune_after;    /* calls of one geometry before re-tuning; 0 = never (default) */
-    bool tuning;             /* false: no timing, the last-registered compatible variant wins */
+    int64_t retune_after;    /* calls of one geometry since its last tuning before it is re-tuned; 0 = never
+                                (default 10000) */
+    bool tuning;             /* false: no timing, the last-registered compatible variant wins (default true) */
+    int64_t retune_ms;       /* milliseconds since a geometry's last tuning before it is re-tuned; 0 = never
+                                (default 60000). Looked at every 64th call of the geometry, so the clock stays off
+                                the hot path */
+    int rewarmup;            /* untimed runs per variant when re-tuning (default 1) */
 } kv_tune_config;
+#define KV_TUNE_CONFIG_DEFAULT { 2, 5, 10000, true, 60000, 1 }
 
+/* The global settings (what an op without its own uses). */
 kv_tune_config kv_tune_config_get(void);
-/* KV_ERR_INVALID_ARG for warmup < 0, reps < 1 or retune_after < 0. Clears
- * every cached choice. */
+/* KV_ERR_INVALID_ARG for warmup or rewarmup < 0, reps outside [1, 101],
+ * retune_after or retune_ms < 0. Clears every cached choice. */
 kv_status kv_tune_config_set(const kv_tune_config *config);
+/* Settings of one op (every backend's variant set of it, including ones
+ * registered later); NULL puts the op back on the global settings. Same
+ * errors; clears every cached choice. */
+kv_status kv_tune_op_config_set(const kv_op *op, const kv_tune_config *config);
+/* The settings op runs with: its own, else the global ones. */
+kv_tune_config kv_tune_op_config_get(const kv_op *op);
 
 /* The tuner's clock, in nanoseconds (monotonic by default). Tests inject
  * a fake one: fn NULL restores the monotonic clock. */
