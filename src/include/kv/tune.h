@@ -10,16 +10,19 @@
  *     incompatible forced variant is an error for that call);
  *   - else the only compatible variant, used at once;
  *   - else the tuner's choice: each compatible variant runs `warmup`
- *     untimed times and `reps` timed times (a device sync before and after
- *     each timed run), the lowest median wins (ties: the earlier
- *     registered). The choice is cached per geometry; with `retune_after`
- *     N > 0 the (N+1)-th call of a geometry since it was last tuned (the
- *     tuning call counts as the first) tunes it again (0 = never).
+ *     untimed times (`rewarmup` when re-tuning), then `reps` timed times in
+ *     interleaved rounds (a device sync before and after each timed run);
+ *     the lowest median wins (ties: the earlier registered). The choice is
+ *     cached per geometry and re-tuned after `retune_after` calls or
+ *     `retune_ms` milliseconds since its last tuning (0 = never; the time
+ *     is looked at every 64th call).
  * The geometry of a call is the dtype, sizes, strides and lazy bits of
- * every tensor argument (lists included), plus the values of the
- * non-tensor arguments, since predicates may read them (a softmax dim, an
- * alpha). A cached choice is used only while its predicate still accepts
- * the call (aliasing between arguments is not part of the geometry).
+ * every tensor argument (lists included), plus the values of only those
+ * non-tensor arguments some variant declared (kv_tune_register_variant_args):
+ * add with alpha 1..100 is one geometry. A cached choice is used only
+ * while its predicate still accepts the call (aliasing and undeclared
+ * values are not part of the geometry); when it refuses, the call runs the
+ * fastest compatible variant of that geometry's timings, without tuning.
  *
  * While a variant runs for timing, mutable (a!) arguments are replaced by
  * copies with the same geometry, so tuning never changes a caller's data,
@@ -30,15 +33,24 @@
  * kv_tune_env_load):
  *   KV_PERFDISPATCH_FORCE=op:variant[,op:variant...]  pins choices;
  *       whitespace around names is ignored, empty entries are skipped; an
- *       entry without exactly one ':', an unknown op or an unknown variant
- *       is an error naming the entry and listing what exists (every
- *       dispatch through a variant set then fails with it, never a silent
- *       fallback to tuning). "?" means: list every op and its variants.
+ *       entry without exactly one ':' or an op named twice makes every
+ *       dispatch through a variant set fail, naming it. Each entry is
+ *       judged when its op first dispatches: a variant the op has on no
+ *       backend fails that op's calls (naming the entry); an op that does
+ *       not exist fails nothing (kvrun reports it after loading
+ *       everything, kv_tune_force_check). Ops and variants registered
+ *       after the variable was read can be forced. "?" means: list every
+ *       op and its variants (kvrun lists and exits 0; a library dispatch
+ *       lists once and returns, unforced).
  *   KV_PERFDISPATCH_LOG=1      logs each choice (stderr by default);
- *   KV_PERFDISPATCH_RETUNE=N   re-tune after N calls of a geometry;
- *   KV_PERFDISPATCH_WARMUP=N, KV_PERFDISPATCH_REPS=N   the tuner's runs;
- *   KV_PERFDISPATCH_TUNE=0     no timing: the last-registered compatible
- *                              variant wins.
+ *   settings, each a comma list of "N" (every op) and "op:N" (one op):
+ *   KV_PERFDISPATCH_RETUNE=N     re-tune after N calls (default 10000, 0 never);
+ *   KV_PERFDISPATCH_RETUNE_MS=N  re-tune N ms after the last tuning (default 60000, 0 never);
+ *   KV_PERFDISPATCH_WARMUP=N     untimed runs, first evaluation (default 2);
+ *   KV_PERFDISPATCH_REWARMUP=N   untimed runs, re-evaluation (default 1);
+ *   KV_PERFDISPATCH_REPS=N       timed runs (default 5, 1..101);
+ *   KV_PERFDISPATCH_TUNE=0       no timing: the last-registered compatible
+ *                                variant wins.
  * Registration is for start-up (and single-threaded tests); dispatch,
  * tuning and the queries below are thread-safe. */
 #ifndef KV_TUNE_H
