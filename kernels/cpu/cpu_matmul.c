@@ -195,8 +195,8 @@ static const mm_kernel k_avx2 = { "avx2", 6, 16, 6, 8, uk_avx2_f32, uk_avx2_f64 
 static const mm_kernel k_avx512 = { "avx512", 8, 32, 8, 16, uk_avx512_f32, uk_avx512_f64 };
 
 /* ---- the f32 AVX-512 driver ----
- * GotoBLAS's loops with blocks sized for this core (48 KiB L1D... 32 KiB
- * on Zen 4, 1 MiB L2): a KC x NR micro-panel of B (128 x 32 x 4 = 16 KiB)
+ * GotoBLAS's loops with blocks sized for this core (32 KiB L1D,
+ * 1 MiB L2 on Zen 4): a KC x NR micro-panel of B (128 x 32 x 4 = 16 KiB)
  * stays in L1 while the micro-kernel walks the A block's micro-panels
  * (MC x KC = 192 x 128 x 4 = 96 KiB, in L2); the B panel (KC x NC) sits in
  * L2/L3. Packed buffers are 64-byte aligned and packing copies rows with
