@@ -17,12 +17,12 @@
 
 _Static_assert(KV_STACK_MAX <= 32, "the box's slot masks are 32 bits");
 
-static kv_status own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot, bool shadow) {
+static kv_status own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot) {
     if (b->nowned == b->capowned) {
         int cap = b->capowned * 2;
         kv_accel_owned *grown = malloc((size_t)cap * sizeof *grown);
         if (grown == NULL) {
-            if (!shadow) kv_tensor_release(made);
+            kv_tensor_release(made);
             return kv_error(KV_ERR_OOM, "%s: out of host memory boxing the arguments", kv_op_name(b->op));
         }
         memcpy(grown, b->owned, (size_t)b->nowned * sizeof *grown);
@@ -30,12 +30,12 @@ static kv_status own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, in
         b->owned = grown;
         b->capowned = cap;
     }
-    b->owned[b->nowned++] = (kv_accel_owned){ made, orig, slot, shadow };
+    b->owned[b->nowned++] = (kv_accel_owned){ made, orig, slot };
     return KV_OK;
 }
 
 kv_status kv_accel_box_own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot) {
-    return own(b, made, orig, slot, false);
+    return own(b, made, orig, slot);
 }
 
 void kv_accel_box_note(kv_accel_box *b, const kv_tensor *boxed) {
@@ -198,13 +198,12 @@ static kv_tensor *box_one(kv_accel_box *b, kv_tensor *t, int slot, bool shadow) 
         return t;
     }
     if (shadow && b->nshadows < KV_ACCEL_BOX_SHADOWS) {
-        kv_tensor *h = &b->shadows[b->nshadows++];
+        const int i = b->nshadows++;
+        kv_tensor *h = &b->shadows[i];
         kv_accel_shadow(h, t, b->target);
+        b->shadow_orig[i] = t;
+        b->shadow_slot[i] = slot;
         kv_accel_box_note(b, h);
-        if (own(b, h, t, slot, true) != KV_OK) {
-            fail_from_error(b, "boxing an argument");
-            return NULL;
-        }
         return h;
     }
     kv_tensor *a = kv_accel_alias_to_target(t, b->target);
@@ -213,7 +212,7 @@ static kv_tensor *box_one(kv_accel_box *b, kv_tensor *t, int slot, bool shadow) 
         return NULL;
     }
     kv_accel_box_note(b, a);
-    if (own(b, a, t, slot, false) != KV_OK) {
+    if (own(b, a, t, slot) != KV_OK) {
         fail_from_error(b, "boxing an argument");
         return NULL;
     }
@@ -310,16 +309,15 @@ static void propagate_history(kv_accel_box *b) {
  * shadow header becomes a heap alias sharing the caller's autograd record,
  * what boxing made before shadows existed. */
 static kv_status upgrade_shadows(kv_accel_box *b) {
-    for (int i = 0; i < b->nowned; i++) {
-        kv_accel_owned *o = &b->owned[i];
-        if (!o->shadow) continue;
-        kv_tensor *a = kv_accel_alias_to_target(o->orig, b->target);
-        if (a == NULL) return fail_from_error(b, "boxing an argument");
-        if (o->slot >= 0 && b->slots[o->slot].tag == KV_IV_TENSOR && b->slots[o->slot].v.tensor == o->made)
-            b->slots[o->slot].v.tensor = a;
-        o->made = a;
-        o->shadow = false;
+    for (int i = 0; i < b->nshadows; i++) {
+        kv_tensor *a = kv_accel_alias_to_target(b->shadow_orig[i], b->target);
+        if (a == NULL || own(b, a, b->shadow_orig[i], b->shadow_slot[i]) != KV_OK)
+            return fail_from_error(b, "boxing an argument");
+        const int slot = b->shadow_slot[i];
+        if (b->slots[slot].tag == KV_IV_TENSOR && b->slots[slot].v.tensor == &b->shadows[i])
+            b->slots[slot].v.tensor = a;
     }
+    b->nshadows = 0; /* nobody refers to them any more */
     return KV_OK;
 }
 
@@ -376,6 +374,15 @@ kv_status kv_accel_unbox_tensor(kv_accel_box *b, int ret) {
     kv_tensor *r = take(b, ret);
     /* One of our aliases came back (contiguous of a contiguous tensor):
      * it is the caller's tensor. */
+    for (int i = 0; i < b->nshadows; i++) {
+        if (r == &b->shadows[i]) {
+            kv_tensor *orig = (kv_tensor *)b->shadow_orig[i];
+            kv_tensor_retain(orig);
+            drop_returned(b, r);
+            b->returns[ret] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = orig };
+            return KV_OK;
+        }
+    }
     for (int i = 0; i < b->nowned; i++) {
         if (b->owned[i].made == r && b->owned[i].orig != NULL) {
             kv_tensor *orig = (kv_tensor *)b->owned[i].orig;
@@ -422,9 +429,8 @@ kv_status kv_accel_box_end(kv_accel_box *b, kv_status st) {
         st = kv_error(KV_ERR_INTERNAL, "%s: boxing unboxed %d of the schema's %d returns (caller stack capacity %d)",
                       s->full_name, b->nreturns, s->nreturns, b->caller->cap);
     if (b->ran) kv_stack_clear_returns(&b->stack); /* whatever was not taken */
-    for (int i = 0; i < b->nowned; i++) {
-        const kv_accel_owned *o = &b->owned[i];
-        if (o->shadow && atomic_load_explicit(&o->made->refcount, memory_order_relaxed) != 1 && st == KV_OK) {
+    for (int i = 0; i < b->nshadows; i++) {
+        if (atomic_load_explicit(&b->shadows[i].refcount, memory_order_relaxed) != 1 && st == KV_OK) {
             /* A kernel kept a reference to a header that dies with this
              * frame: a kernel bug that must not pass silently. */
             st = kv_error(KV_ERR_INTERNAL, "%s: the %s kernel kept a reference to a boxed argument", s->full_name,
@@ -439,8 +445,7 @@ kv_status kv_accel_box_end(kv_accel_box *b, kv_status st) {
         for (int i = 0; i < b->nreturns; i++)
             if (b->returns[i].tag == KV_IV_TENSOR) kv_tensor_release(b->returns[i].v.tensor);
     }
-    for (int i = 0; i < b->nowned; i++)
-        if (!b->owned[i].shadow) kv_tensor_release(b->owned[i].made);
+    for (int i = 0; i < b->nowned; i++) kv_tensor_release(b->owned[i].made);
     if (b->owned != b->owned_inline) free(b->owned);
     for (uint32_t m = b->list_heap_mask; m != 0; m &= m - 1) free(b->list_heap[__builtin_ctz(m)]);
     if (b->compact_items != NULL && b->compact_items != b->compact_inline) free(b->compact_items);

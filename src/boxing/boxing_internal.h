@@ -46,7 +46,6 @@ typedef struct kv_accel_owned {
     kv_tensor *made;       /* owned: a boxed alias or a temporary */
     const kv_tensor *orig; /* the caller's tensor it stands for; NULL for temporaries */
     int slot;              /* stack slot it was boxed into (-1 for temporaries) */
-    bool shadow;           /* made is one of the box's shadow headers: never freed */
 } kv_accel_owned;
 
 /* Nothing here is zero-filled per call: kv_accel_box_begin sets the
@@ -100,7 +99,11 @@ typedef struct kv_accel_box {
     const struct kv_ag_node *history_stop[KV_ACCEL_BOX_INLINE];
     /* Everything made, to release and to map returns back to callers. */
     kv_accel_owned owned_inline[KV_ACCEL_BOX_INLINE];
+    /* Shadow headers (never freed) and whom they stand for; not in
+     * `owned`, which holds what end must release. */
     kv_tensor shadows[KV_ACCEL_BOX_SHADOWS];
+    const kv_tensor *shadow_orig[KV_ACCEL_BOX_SHADOWS];
+    int shadow_slot[KV_ACCEL_BOX_SHADOWS];
 } kv_accel_box;
 
 /* ---- the sequence (boxing.c) ---- */
