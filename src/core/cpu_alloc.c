@@ -166,18 +166,17 @@ void kv_cpu_cache_free(void *context, void *ptr, size_t nbytes) {
     if (ptr == NULL) return;
     int cls;
     const size_t size = class_of(nbytes, &cls);
-    if (size != 0 && atomic_load_explicit(&g_enabled, memory_order_relaxed)) {
-        if (cls < SMALL_CLASSES) {
-            if (t_bins.count[cls] < SMALL_BIN_CAP && bins_ready()) {
-                free_block *f = ptr;
-                f->next = t_bins.head[cls];
-                t_bins.head[cls] = f;
-                t_bins.count[cls]++;
-                return;
-            }
-        } else if (large_put(ptr, cls, size)) {
+    if (size != 0 && cls < SMALL_CLASSES) {
+        if (atomic_load_explicit(&g_enabled, memory_order_relaxed) && t_bins.count[cls] < SMALL_BIN_CAP &&
+            bins_ready()) {
+            free_block *f = ptr;
+            f->next = t_bins.head[cls];
+            t_bins.head[cls] = f;
+            t_bins.count[cls]++;
             return;
         }
+    } else if (size != 0 && large_put(ptr, cls, size)) { /* counts what it does not keep */
+        return;
     }
     free(ptr);
 }
