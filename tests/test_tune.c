@@ -689,6 +689,70 @@ static void test_cached_choice_refused_uses_ranking(void **state) {
     kv_tensor_release(t);
 }
 
+/* ---- analyse once: the predicate's analysis reaches the kernel ---- */
+
+static int g_analyses, g_stash_taken;
+static const char g_stash_kind = 0;
+typedef struct fake_analysis {
+    int64_t numel;
+} fake_analysis;
+
+static bool stash_pred(const kv_op *op, const kv_stack *s) {
+    fake_analysis local, *a = kv_tune_stash_buffer(op, s, sizeof *a);
+    if (a == NULL) a = &local;
+    g_analyses++;
+    a->numel = kv_tensor_numel(kv_arg_tensor(s, 0));
+    if (a != &local) kv_tune_stash_fill(op, s, &g_stash_kind);
+    return true;
+}
+
+static kv_status stash_kernel(const kv_op *op, kv_keyset ks, kv_stack *s) {
+    const fake_analysis *a = kv_tune_stash_take(op, s, &g_stash_kind);
+    if (a != NULL) {
+        g_stash_taken++;
+        if (a->numel != kv_tensor_numel(kv_arg_tensor(s, 0))) return KV_ERR_INTERNAL;
+    } else {
+        g_analyses++;
+    }
+    return ks == 0 ? KV_ERR_INTERNAL : var_b(op, ks, s);
+}
+
+static void test_analyse_once_on_cache_hit(void **state) {
+    (void)state;
+    static const kv_op *op;
+    if (op == NULL) {
+        assert_int_equal(kv_op_register("kvtt.once(Tensor self) -> Tensor", &op), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.once", KV_KEY_CPU, "A", var_a, NULL), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.once", KV_KEY_CPU, "S", stash_kernel, stash_pred), KV_OK);
+    }
+    variants_reset(100, 10, 10); /* S (which runs B's cost) wins */
+    kv_tensor *t = tensor2(3, 4, KV_F32);
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, t);
+    assert_int_equal(kv_call(op, &s), KV_OK); /* tunes: the kernel finds no stash */
+    kv_stack_clear_returns(&s);
+    assert_int_equal(g_stash_taken, 0);
+    g_analyses = 0;
+    for (int i = 0; i < 4; i++) {
+        s = kv_stack_on(slots, KV_STACK_MAX);
+        kv_push_tensor(&s, t);
+        assert_int_equal(kv_call(op, &s), KV_OK);
+        kv_stack_clear_returns(&s);
+    }
+    /* Cache hits: one analysis per call (the predicate's), taken by the kernel. */
+    assert_int_equal(g_analyses, 4);
+    assert_int_equal(g_stash_taken, 4);
+    /* Called directly (no dispatcher, nothing armed): it analyses itself. */
+    s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, t);
+    assert_int_equal(kv_tune_call_variant(op, KV_KEY_CPU, "S", &s), KV_OK);
+    kv_stack_clear_returns(&s);
+    assert_int_equal(g_stash_taken, 4);
+    assert_int_equal(g_analyses, 6);
+    kv_tensor_release(t);
+}
+
 /* ---- re-tuning: by calls, by time, and its own warm-up ---- */
 
 static void test_retune_by_elapsed_time(void **state) {
@@ -959,6 +1023,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_retune_after_n_calls, reset),
         cmocka_unit_test_setup(test_geometry_scalars_only_when_declared, reset),
         cmocka_unit_test_setup(test_cached_choice_refused_uses_ranking, reset),
+        cmocka_unit_test_setup(test_analyse_once_on_cache_hit, reset),
         cmocka_unit_test_setup(test_retune_by_elapsed_time, reset),
         cmocka_unit_test_setup(test_first_warmup_separate_from_rewarmup, reset),
         cmocka_unit_test_setup(test_per_op_settings, reset),
