@@ -117,7 +117,7 @@ static int setup(void **state) {
 static int reset(void **state) {
     (void)state;
     kv_tune_set_clock(fake_clock, NULL);
-    kv_tune_config c = { 1, 5, 0, true, 0, 1 };
+    kv_tune_config c = { 1, 5, 0, true, 0, 1, 0 };
     if (kv_tune_config_set(&c) != KV_OK) return -1;
     if (kv_tune_force_set(NULL) != KV_OK) return -1;
     if (kv_tune_op_config_set(g_op, NULL) != KV_OK || kv_tune_op_config_set(g_op_ip, NULL) != KV_OK) return -1;
@@ -757,7 +757,7 @@ static void test_analyse_once_on_cache_hit(void **state) {
 
 static void test_retune_by_elapsed_time(void **state) {
     (void)state;
-    kv_tune_config c = { 1, 5, 0, true, 1000, 1 }; /* no count trigger; 1 s */
+    kv_tune_config c = { 1, 5, 0, true, 1000, 1, 0 }; /* no count trigger; 1 s */
     assert_int_equal(kv_tune_config_set(&c), KV_OK);
     kv_tensor *t = tensor2(3, 3, KV_F32);
     assert_int_equal(call_a(t), KV_OK); /* call 1 tunes */
@@ -780,7 +780,7 @@ static void test_retune_by_elapsed_time(void **state) {
 
 static void test_first_warmup_separate_from_rewarmup(void **state) {
     (void)state;
-    kv_tune_config c = { 3, 1, 2, true, 0, 0 }; /* first: 3 warm-up runs; re-tune: none */
+    kv_tune_config c = { 3, 1, 2, true, 0, 0, 0 }; /* first: 3 warm-up runs; re-tune: none */
     assert_int_equal(kv_tune_config_set(&c), KV_OK);
     kv_tensor *t = tensor2(4, 3, KV_F32);
     assert_int_equal(call_a(t), KV_OK); /* first evaluation: 3 + 1 runs each, then B runs the call */
@@ -802,7 +802,7 @@ static void test_first_warmup_separate_from_rewarmup(void **state) {
 static void test_per_op_settings(void **state) {
     (void)state;
     /* Global: never re-tune; kvtt.a alone re-tunes after 2 calls. */
-    kv_tune_config c = { 1, 5, 0, true, 0, 1 }, mine = c;
+    kv_tune_config c = { 1, 5, 0, true, 0, 1, 0 }, mine = c;
     assert_int_equal(kv_tune_config_set(&c), KV_OK);
     mine.retune_after = 2;
     assert_int_equal(kv_tune_op_config_set(g_op, &mine), KV_OK);

@@ -73,6 +73,9 @@ static kv_status check_config(const char *who, const kv_tune_config *c) {
     if (c->retune_after < 0)
         return kv_error(KV_ERR_INVALID_ARG, "%s: argument 'retune_after': %lld is negative", who,
                         (long long)c->retune_after);
+    if (c->min_sample_ns < 0 || c->min_sample_ns > 1000000000)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: argument 'min_sample_ns': %lld is outside [0, 1e9]", who,
+                        (long long)c->min_sample_ns);
     if (c->retune_ms < 0)
         return kv_error(KV_ERR_INVALID_ARG, "%s: argument 'retune_ms': %lld is negative", who,
                         (long long)c->retune_ms);
@@ -145,7 +148,7 @@ kv_tune_config kv_tune_op_config_get(const kv_op *op) {
  * Each variable is a comma list of entries, "N" (every op) or "op:N"
  * (that op): KV_PERFDISPATCH_RETUNE=10000,mm:0. */
 
-typedef enum cfg_field { F_RETUNE, F_RETUNE_MS, F_WARMUP, F_REWARMUP, F_REPS, F_TUNE, F_COUNT } cfg_field;
+typedef enum cfg_field { F_RETUNE, F_RETUNE_MS, F_WARMUP, F_REWARMUP, F_REPS, F_TUNE, F_SAMPLE, F_COUNT } cfg_field;
 
 static const struct {
     const char *var;
@@ -157,6 +160,7 @@ static const struct {
     [F_REWARMUP] = { "KV_PERFDISPATCH_REWARMUP", 0, 1000 },
     [F_REPS] = { "KV_PERFDISPATCH_REPS", 1, TUNE_MAX_REPS },
     [F_TUNE] = { "KV_PERFDISPATCH_TUNE", 0, 1 },
+    [F_SAMPLE] = { "KV_PERFDISPATCH_SAMPLE_NS", 0, 1000000000 },
 };
 
 static void set_field(kv_tune_config *c, cfg_field f, int64_t v) {
@@ -167,6 +171,7 @@ static void set_field(kv_tune_config *c, cfg_field f, int64_t v) {
     case F_REWARMUP: c->rewarmup = (int)v; break;
     case F_REPS: c->reps = (int)v; break;
     case F_TUNE: c->tuning = v == 1; break;
+    case F_SAMPLE: c->min_sample_ns = v; break;
     case F_COUNT: break;
     }
 }
@@ -363,19 +368,35 @@ int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tun
     }
     t_measure_depth++;
     const int warm = first ? cfg.warmup : cfg.rewarmup;
+    uint64_t warm_ns[KV_TUNE_MAX_VARIANTS] = { 0 };
     for (int w = 0; w < warm; w++)
-        for (int i = 0; i < nv; i++)
-            if (live[i] && !run_once(s, &s->v[i], args, n)) {
+        for (int i = 0; i < nv; i++) {
+            if (!live[i]) continue;
+            const uint64_t t0 = cfg.min_sample_ns > 0 ? kv_tune_now() : 0;
+            if (!run_once(s, &s->v[i], args, n)) {
                 live[i] = false;
                 tm[i].failed = true;
             }
+            if (cfg.min_sample_ns > 0) {
+                const uint64_t t1 = kv_tune_now();
+                warm_ns[i] = t1 > t0 ? t1 - t0 : 1;
+            }
+        }
+    /* Runs per sample: a short call is repeated so that the clock's own
+     * cost and jitter are small next to what a sample measures. */
+    int batch[KV_TUNE_MAX_VARIANTS];
+    for (int i = 0; i < nv; i++) {
+        const uint64_t want = cfg.min_sample_ns > 0 && warm_ns[i] > 0 ? (uint64_t)cfg.min_sample_ns / warm_ns[i] : 1;
+        batch[i] = want < 1 ? 1 : want > 256 ? 256 : (int)want;
+    }
     uint64_t early[KV_TUNE_MAX_VARIANTS]; /* the lower of each variant's first two samples */
     for (int r = 0; r < cfg.reps; r++) {
         for (int i = 0; i < nv; i++) {
             if (!live[i]) continue;
             if (sync) sync();
             const uint64_t t0 = kv_tune_now();
-            const bool good = run_once(s, &s->v[i], args, n);
+            bool good = true;
+            for (int b = 0; b < batch[i] && good; b++) good = run_once(s, &s->v[i], args, n);
             if (sync) sync();
             const uint64_t t1 = kv_tune_now();
             if (!good) {
@@ -383,7 +404,7 @@ int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tun
                 tm[i].failed = true;
                 continue;
             }
-            const uint64_t t = t1 >= t0 ? t1 - t0 : 0;
+            const uint64_t t = (t1 >= t0 ? t1 - t0 : 0) / (uint64_t)batch[i];
             times[i][done[i]++] = t;
             early[i] = r == 0 || t < early[i] ? t : early[i];
         }

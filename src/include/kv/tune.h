@@ -49,6 +49,7 @@
  *   KV_PERFDISPATCH_WARMUP=N     untimed runs, first evaluation (default 2);
  *   KV_PERFDISPATCH_REWARMUP=N   untimed runs, re-evaluation (default 1);
  *   KV_PERFDISPATCH_REPS=N       timed runs (default 5, 1..101);
+ *   KV_PERFDISPATCH_SAMPLE_NS=N  shortest timed sample, repeating short calls (default 2000, 0 = one run);
  *   KV_PERFDISPATCH_TUNE=0       no timing: the last-registered compatible
  *                                variant wins.
  * Registration is for start-up (and single-threaded tests); dispatch,
@@ -215,8 +216,11 @@ typedef struct kv_tune_config {
                                 (default 60000). Looked at every 64th call of the geometry, so the clock stays off
                                 the hot path */
     int rewarmup;            /* untimed runs per variant when re-tuning (default 1) */
+    int64_t min_sample_ns;   /* a timed sample repeats a call that takes less (as timed in warm-up) until it
+                                lasts about this long, at most 256 runs, and counts the time per run: a
+                                300 ns call timed alone is mostly clock noise (default 2000; 0 = one run) */
 } kv_tune_config;
-#define KV_TUNE_CONFIG_DEFAULT { 2, 5, 10000, true, 60000, 1 }
+#define KV_TUNE_CONFIG_DEFAULT { 2, 5, 10000, true, 60000, 1, 2000 }
 
 /* The global settings (what an op without its own uses). */
 kv_tune_config kv_tune_config_get(void);
