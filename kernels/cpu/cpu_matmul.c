@@ -200,8 +200,9 @@ static const mm_kernel k_avx512 = { "avx512", 8, 32, 8, 16, uk_avx512_f32, uk_av
  * and one of A (12 x 160 x 4 = 7.5 KiB) fit in L1 together while the
  * micro-kernel walks the A block's micro-panels (MC x KC = 240 x 160 x 4 =
  * 150 KiB, in L2); the B panel (KC x NC) sits in L2/L3. (KC 128..192 and
- * MC 192..480 measured within noise of each other on this machine.) Packed buffers are 64-byte aligned and packing copies rows with
- * unit stride when the operand has it. Summation per output: blocks of KC
+ * MC 192..480 measured within noise of each other on this machine.)
+ * Packed buffers are 64-byte aligned and packing copies rows with unit
+ * stride when the operand has it. Summation per output: blocks of KC
  * ascending, each ascending in k (the file comment's bound holds). */
 #define KC512 160
 #define MC512 240
