@@ -4,7 +4,8 @@
  * call), with three micro-kernels:
  *   "blocked"  plain C (4 x 8), vectorized by the compiler for SSE2, no FMA;
  *   "avx2"     AVX2 + FMA intrinsics, 6 x 16 f32 / 6 x 8 f64;
- *   "avx512"   AVX-512F + FMA intrinsics, 8 x 32 f32 / 8 x 16 f64.
+ *   "avx512"   AVX-512F + FMA intrinsics, 12 x 32 f32 (its own driver,
+ *              below) / 8 x 16 f64.
  * The SIMD kernels are FMA by design: each product is added without being
  * rounded first, which only lowers the error. Predicates ask the CPU.
  *
