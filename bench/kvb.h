@@ -41,6 +41,8 @@ typedef struct kvb_limits {
     double copy_gbs;   /* memcpy 64 MiB, counted as read + write */
     double fma_gflops; /* one core: independent FMA chains, widest ISA the CPU has */
     const char *fma_isa;
+    /* The same from the fastest round of each (the "best" fractions). */
+    double read_best, triad_best, update_best, fma_best;
 } kvb_limits;
 kvb_limits kvb_measure_limits(int rounds);
 

@@ -89,7 +89,7 @@ __attribute__((target("avx512f"))) static void run_fma512(void *p) {
 }
 
 kvb_limits kvb_measure_limits(int rounds) {
-    kvb_limits lim = { 0, 0, 0, 0, 0, "none" };
+    kvb_limits lim = { 0, 0, 0, 0, 0, "none", 0, 0, 0, 0 };
     stream_ctx s = { aligned_alloc(64, STREAM_N * 4), aligned_alloc(64, STREAM_N * 4), aligned_alloc(64, STREAM_N * 4),
                      STREAM_N };
     if (s.a == NULL || s.b == NULL || s.c == NULL) {
@@ -119,9 +119,10 @@ kvb_limits kvb_measure_limits(int rounds) {
         const double med = c->work / kvb_median(c), lo = c->work / kvb_max(c), hi = c->work / kvb_min(c);
         printf("  %-52s %9.2f %s  (min %.2f, max %.2f)\n", c->name, med, flops ? "GFLOP/s" : "GB/s", lo, hi);
         if (c->run == run_copy) lim.copy_gbs = med;
-        if (c->run == run_read) lim.read_gbs = med;
-        if (c->run == run_triad) lim.triad_gbs = med;
-        if (c->run == run_update) lim.update_gbs = med;
+        if (c->run == run_read) lim.read_gbs = med, lim.read_best = hi;
+        if (c->run == run_triad) lim.triad_gbs = med, lim.triad_best = hi;
+        if (c->run == run_update) lim.update_gbs = med, lim.update_best = hi;
+        if (flops && hi > lim.fma_best) lim.fma_best = hi;
         if (flops && med > lim.fma_gflops) {
             lim.fma_gflops = med;
             lim.fma_isa = c->run == run_fma512 ? "AVX-512" : "AVX2";
