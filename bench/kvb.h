@@ -45,6 +45,11 @@ typedef struct kvb_limits {
     double read_best, triad_best, update_best, fma_best;
 } kvb_limits;
 kvb_limits kvb_measure_limits(int rounds);
+/* One limit as a case to run beside others (after kvb_measure_limits,
+ * before kvb_limits_release); false when the CPU lacks what it needs. */
+typedef enum kvb_limit { KVB_LIMIT_READ, KVB_LIMIT_TRIAD, KVB_LIMIT_UPDATE, KVB_LIMIT_FMA } kvb_limit;
+bool kvb_limit_case(kvb_limit which, kvb_case *out);
+void kvb_limits_release(void);
 
 /* ---- sections ---- */
 void kvb_calls_section(int rounds, bool quick);

@@ -88,13 +88,43 @@ __attribute__((target("avx512f"))) static void run_fma512(void *p) {
     kvb_sink += _mm512_reduce_add_ps(t);
 }
 
+/* The stream arrays live until kvb_limits_release: the throughput section
+ * runs the limits again, interleaved with its own cases. */
+static stream_ctx g_s;
+
+void kvb_limits_release(void) {
+    free(g_s.a);
+    free(g_s.b);
+    free(g_s.c);
+    g_s = (stream_ctx){ NULL, NULL, NULL, 0 };
+}
+
+bool kvb_limit_case(kvb_limit which, kvb_case *out) {
+    if (g_s.a == NULL) return false;
+    const double fl256 = (double)FMA_ITERS * FMA_CHAINS * 8 * 2;
+    switch (which) {
+    case KVB_LIMIT_READ: *out = (kvb_case){ .name = "  (limit) read stream", .run = run_read, .ctx = &g_s, .work = 4.0 * STREAM_N }; return __builtin_cpu_supports("avx2");
+    case KVB_LIMIT_TRIAD: *out = (kvb_case){ .name = "  (limit) triad", .run = run_triad, .ctx = &g_s, .work = 12.0 * STREAM_N }; return __builtin_cpu_supports("avx2");
+    case KVB_LIMIT_UPDATE: *out = (kvb_case){ .name = "  (limit) update", .run = run_update, .ctx = &g_s, .work = 12.0 * STREAM_N }; return __builtin_cpu_supports("avx2");
+    case KVB_LIMIT_FMA:
+        if (__builtin_cpu_supports("avx512f")) {
+            *out = (kvb_case){ .name = "  (limit) FMA peak", .run = run_fma512, .work = 2 * fl256 };
+            return true;
+        }
+        *out = (kvb_case){ .name = "  (limit) FMA peak", .run = run_fma256, .work = fl256 };
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+    return false;
+}
+
 kvb_limits kvb_measure_limits(int rounds) {
     kvb_limits lim = { 0, 0, 0, 0, 0, "none", 0, 0, 0, 0 };
-    stream_ctx s = { aligned_alloc(64, STREAM_N * 4), aligned_alloc(64, STREAM_N * 4), aligned_alloc(64, STREAM_N * 4),
-                     STREAM_N };
+    g_s = (stream_ctx){ aligned_alloc(64, STREAM_N * 4), aligned_alloc(64, STREAM_N * 4),
+                        aligned_alloc(64, STREAM_N * 4), STREAM_N };
+    stream_ctx s = g_s;
     if (s.a == NULL || s.b == NULL || s.c == NULL) {
         fprintf(stderr, "kvbench: out of memory for the stream arrays\n");
-        free(s.a), free(s.b), free(s.c);
+        kvb_limits_release();
         return lim;
     }
     for (long i = 0; i < s.n; i++) s.a[i] = s.b[i] = s.c[i] = 0.0f; /* a += c keeps a */
@@ -128,8 +158,5 @@ kvb_limits kvb_measure_limits(int rounds) {
             lim.fma_isa = c->run == run_fma512 ? "AVX-512" : "AVX2";
         }
     }
-    free(s.a);
-    free(s.b);
-    free(s.c);
     return lim;
 }

@@ -34,5 +34,6 @@ int main(int argc, char **argv) {
     const kvb_limits lim = kvb_measure_limits(quick ? 3 : 5);
     kvb_calls_section(rounds, quick);
     kvb_throughput_section(&lim, quick ? 3 : 5, quick);
+    kvb_limits_release();
     return 0;
 }
