@@ -94,8 +94,8 @@ void kvb_throughput_section(const kvb_limits *lim, int rounds, bool quick) {
                              choice_of("mm", c.a, c.b, false) };
     kvb_run(cs, NW + nl, rounds, quick ? 30.0 : 100.0);
     kv_allocator_stats st = kv_allocator_stats_of(KV_DEVICE_CPU);
-    printf("\n== throughput, typed API, one thread: %lld elements, mm %lld^3 (median of %d interleaved rounds, limits "
-           "re-measured in the same rounds)\n",
+    printf("\n== throughput, typed API (the tuner's pick; 'threads' uses every core, the limits one): %lld elements, "
+           "mm %lld^3 (median of %d interleaved rounds, limits re-measured in the same rounds)\n",
            (long long)n, (long long)m, rounds);
     printf("  %-34s %10s %10s %10s  %-34s %s\n", "", "median", "min", "max", "fraction of the limit", "tuner's pick");
     for (int i = 0; i < NW + nl; i++) {
