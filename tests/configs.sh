@@ -24,6 +24,9 @@
 #   asan  gcc AddressSanitizer + UndefinedBehaviorSanitizer (tests/sanitize.sh)
 #   tsan  gcc ThreadSanitizer                     (tests/sanitize.sh)
 #   fuzz  clang libFuzzer instrumentation + ASan + UBSan (tests/fuzz/run.sh)
+#   aarch64  Debian's aarch64-linux-gnu-gcc against the arm64 multiarch
+#         libraries; build-time tools (kvgen) run under qemu-aarch64
+#         (tests/cross_golden.sh)
 # The normal build/ is never touched. KV_JOBS sets ninja's -j (default 2).
 set -eu
 cfg=${1:?usage: tests/configs.sh cov|asan|tsan|fuzz [NINJA TARGET...]}
@@ -31,6 +34,7 @@ shift
 
 san_common="-fno-omit-frame-pointer -fno-sanitize-recover=all -Wno-error"
 exit_hook=no
+run_tool=""
 case "$cfg" in
 cov)  cc=gcc;   extra="-O0 --coverage -Wno-error"; exit_hook=yes ;;
 asan) cc=gcc;   extra="-O1 -fsanitize=address,undefined $san_common" ;;
@@ -39,7 +43,13 @@ tsan) cc=gcc;   extra="-O1 -fsanitize=thread -fno-omit-frame-pointer -Wno-error"
 # clang says 4.2); clang has the builtin it expands to.
 fuzz) cc=clang; extra="-O1 -fsanitize=fuzzer-no-link,address,undefined $san_common"
       extra="$extra '-DCMPLX(x,y)=__builtin_complex((double)(x),(double)(y))'" ;;
-*) echo "tests/configs.sh: unknown config '$cfg' (cov, asan, tsan, fuzz)" >&2; exit 2 ;;
+# A cross build for another ISA; kvgen is built for aarch64 too and run by
+# qemu. -ffp-contract=off everywhere: FMA is baseline on aarch64, and gcc
+# would fuse a*b+c in the optimized CPU variants (never in x86-64's
+# baseline), so variants the tuner may swap would stop agreeing bit for
+# bit (the fastpath check's addmm grad case caught it).
+aarch64) cc=aarch64-linux-gnu-gcc; extra="-ffp-contract=off -Wno-error"; run_tool="qemu-aarch64 " ;;
+*) echo "tests/configs.sh: unknown config '$cfg' (cov, asan, tsan, fuzz, aarch64)" >&2; exit 2 ;;
 esac
 
 dir="build-$cfg"
@@ -48,6 +58,7 @@ tmp="$dir/build.ninja.tmp"
 # `build/` starting a path: at the start of a line, after a blank, `|`,
 # `=` or `:`, or glued to -I.
 sed -E \
+    -e "s#^  command = build/kvgen#  command = ${run_tool}build/kvgen#" \
     -e "s#^builddir = build\$#builddir = $dir#" \
     -e "s#(^|[[:space:]|=:]|-I)build/#\\1$dir/#g" \
     -e 's#-shared -Wl,-z,defs#-shared $cflags#' \

@@ -1,6 +1,7 @@
 #!/bin/sh
 # `ninja coverage`: the gcov build (build-cov/, tests/configs.sh), every
-# unit test and the whole default suite, then gcovr: HTML and Cobertura
+# unit test, the whole default suite and a regeneration of the golden
+# store, then gcovr: HTML and Cobertura
 # XML under reports/coverage/, and line and branch coverage of src/ and of
 # kernels/ on the console.
 #
@@ -28,6 +29,17 @@ rm -rf "$bdir/gen-again"
 KVRUN=$bdir/kvrun sh tests/units.sh "$bdir/tests" || status=1
 echo "=== $bdir/kvrun cases/"
 "$bdir/kvrun" cases/ --report-dir="$bdir/suite-report" || status=1
+# The exact golden generator runs only when goldens are recorded: the
+# whole store regenerated into a scratch copy (it must come out equal to
+# golden/, as in tests/golden_truth.sh), and one file again with the
+# recomputation check on at a low precision, so its code counts too.
+echo "=== $bdir/kvrun cases/ --regen-golden"
+rm -rf "$bdir/golden-regen" && mkdir -p "$bdir/golden-regen" && cp -r golden "$bdir/golden-regen/store"
+"$bdir/kvrun" cases/ --regen-golden --golden-dir="$bdir/golden-regen/store" \
+    --report-dir="$bdir/golden-regen/report" >"$bdir/golden-regen/log" 2>&1 || status=1
+diff -r golden "$bdir/golden-regen/store" >/dev/null || { echo "coverage: the regenerated store differs from golden/"; status=1; }
+KV_EXACT_VERIFY=512 "$bdir/kvrun" cases/unary.case cases/norm.case --regen-golden \
+    --golden-dir="$bdir/golden-regen/store" --report-dir="$bdir/golden-regen/report" >/dev/null 2>&1 || status=1
 
 rm -rf "$out"
 mkdir -p "$out"

@@ -23,6 +23,7 @@
 #include "kv/kv.h"
 
 #define PLUGINS "build/tests/plugins/"
+#define ENV_FAULT "build/tests/env-fault/libenv_fault.so"
 #define SIM_PATH "build/backends/libkv_sim.so"
 
 static void assert_contains(const char *text, const char *needle) {
@@ -70,7 +71,7 @@ static void test_no_entry_symbol(void **state) {
 static void test_wrong_abi(void **state) {
     (void)state;
     const kv_backend_info *r =
-        expect_skip(PLUGINS "libbad_abi.so", KV_ERR_INVALID_ARG, "built for ABI 99, this kvsuite speaks ABI 1",
+        expect_skip(PLUGINS "libbad_abi.so", KV_ERR_INVALID_ARG, "built for ABI 99, this kvsuite speaks ABI 2",
                     KV_BACKEND_FAILED);
     assert_contains(r->message, "ABI version mismatch");
 }
@@ -298,7 +299,136 @@ static void test_kvrun_backend_flag(void **state) {
     assert_int_equal(rc, 0);
 }
 
+/* The probe: a plugin that crashes, exits or hangs while loading is a
+ * failed record naming what happened and where; this process goes on. */
+static void expect_probe_failure(const char *fault, const char *what) {
+    setenv("KV_TEST_LOAD_FAULT", fault, 1);
+    kv_error_clear();
+    assert_int_equal(kv_backend_load(ENV_FAULT), KV_ERR_DEVICE);
+    unsetenv("KV_TEST_LOAD_FAULT");
+    const kv_backend_info *r = kv_backend_at(kv_backend_count() - 1);
+    assert_int_equal(r->state, KV_BACKEND_FAILED);
+    assert_contains(r->message, ENV_FAULT);
+    assert_contains(r->message, what);
+    assert_contains(r->message, "in its entry point kv_backend_entry");
+    assert_contains(kv_last_error_message(), what);
+}
+
+static void test_probe_crash_exit_hang(void **state) {
+    (void)state;
+    expect_probe_failure("crash", "it crashed while loading: killed by signal 11");
+    expect_probe_failure("exit", "it ended the process while loading: exit(0)");
+    setenv("KV_BACKEND_PROBE_TIMEOUT", "0.5", 1);
+    expect_probe_failure("hang", "it did not finish loading within 0.5 s");
+    unsetenv("KV_BACKEND_PROBE_TIMEOUT");
+    double t = 0;
+    setenv("KV_BACKEND_PROBE_TIMEOUT", "soon", 1);
+    assert_int_equal(kv_backend_probe_timeout(&t), KV_ERR_INVALID_ARG);
+    assert_contains(kv_last_error_message(), "KV_BACKEND_PROBE_TIMEOUT");
+    assert_contains(kv_last_error_message(), "'soon'");
+    unsetenv("KV_BACKEND_PROBE_TIMEOUT");
+}
+
+/* A plugin slot goes by the backend's name, and that name selects it as
+ * the accel target. */
+static void test_plugin_named_and_accel_target(void **state) {
+    (void)state;
+    kv_error_clear();
+    assert_int_equal(kv_backend_load(ENV_FAULT), KV_OK);
+    const kv_backend_info *r = kv_backend_at(kv_backend_count() - 1);
+    assert_string_equal(r->name, "faulty");
+    assert_string_equal(r->version, "test plugin");
+    const kv_device_type t = r->device_type;
+    assert_string_equal(kv_device_type_name(t), "faulty");
+    assert_string_equal(kv_key_name((kv_key)t), "faulty");
+    kv_device d;
+    assert_int_equal(kv_device_parse("faulty", &d), 0);
+    assert_int_equal(d.type, t);
+    assert_int_equal(kv_accel_select_target("faulty"), KV_OK);
+    assert_int_equal(kv_accel_target(), (kv_key)t);
+    assert_string_equal(kv_accel_target_name(), "faulty");
+    /* A name nothing has: an error, and the target stays. */
+    assert_int_equal(kv_accel_select_target("npu"), KV_ERR_DEVICE);
+    assert_contains(kv_last_error_message(), "'npu'");
+    assert_int_equal(kv_accel_target(), (kv_key)t);
+    assert_int_equal(kv_accel_select_target("auto"), KV_OK);
+    /* A second plugin may not take the name. */
+    assert_int_equal(kv_backend_load(ENV_FAULT), KV_ERR_DEVICE);
+    assert_contains(kv_last_error_message(), "its name 'faulty' is taken");
+}
+
+/* kvrun: what was asked for and did not run makes the run fail, in every
+ * report; a failure on a plugin has a repro line that reproduces it. */
+static void test_kvrun_never_silently_green(void **state) {
+    (void)state;
+    static char out[1 << 16], err[1 << 14];
+    const char *line = " --op=neg --dtype=f32 --shape=4x5 --check=variants --report-dir=build/tests/backend-report2";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "build/kvrun --backend=/no/such/plugin.so%s", line);
+    int rc = run(cmd, out, sizeof out, err, sizeof err);
+    assert_int_equal(rc, 1);
+    assert_contains(out, "ERROR   backend(plugin.so)");
+    assert_contains(out, "/no/such/plugin.so");
+    FILE *f = fopen("build/tests/backend-report2/results.jsonl", "r");
+    assert_non_null(f);
+    char row[8192];
+    bool found = false;
+    while (fgets(row, sizeof row, f))
+        found = found || (strstr(row, "\"check\":\"load\"") && strstr(row, "\"status\":\"ERROR\""));
+    fclose(f);
+    assert_true(found);
+    f = fopen("build/tests/backend-report2/meta.json", "r");
+    assert_non_null(f);
+    const size_t n = fread(row, 1, sizeof row - 1, f);
+    row[n] = '\0';
+    fclose(f);
+    assert_contains(row, "\"state\":\"failed\"");
+    /* The same for a plugin that exits while loading, an ABI mismatch. */
+    snprintf(cmd, sizeof cmd, "KV_TEST_LOAD_FAULT=exit build/kvrun --backend=" ENV_FAULT "%s", line);
+    assert_int_equal(run(cmd, out, sizeof out, err, sizeof err), 1);
+    assert_contains(out, "exit(0)");
+    snprintf(cmd, sizeof cmd, "build/kvrun --backend=" PLUGINS "libbad_abi.so%s", line);
+    assert_int_equal(run(cmd, out, sizeof out, err, sizeof err), 1);
+    assert_contains(out, "ABI version mismatch");
+    /* Required but unavailable; an accel target that is not loaded; a
+     * target that cannot be a name; a bad probe timeout. */
+    snprintf(cmd, sizeof cmd, "build/kvrun --backend=" PLUGINS "libunavailable.so --require-backend=cuda%s", line);
+    assert_int_equal(run(cmd, out, sizeof out, err, sizeof err), 1);
+    assert_contains(out, "--require-backend=cuda");
+    /* A target that names nothing loaded or asked for is a usage error
+     * (exit 2, nothing run); one whose plugin failed to load is the ERROR
+     * row above. */
+    snprintf(cmd, sizeof cmd, "build/kvrun --backend=" SIM_PATH " --accel-target=npu%s", line);
+    assert_int_equal(run(cmd, out, sizeof out, err, sizeof err), 2);
+    assert_contains(err, "'npu' names no backend here");
+    snprintf(cmd, sizeof cmd, "build/kvrun --accel-target='N P U'%s", line);
+    assert_int_equal(run(cmd, out, sizeof out, err, sizeof err), 2);
+    assert_contains(err, "KV_ACCEL_TARGET");
+    snprintf(cmd, sizeof cmd, "KV_BACKEND_PROBE_TIMEOUT=0 build/kvrun%s", line);
+    assert_int_equal(run(cmd, out, sizeof out, err, sizeof err), 2);
+    assert_contains(err, "KV_BACKEND_PROBE_TIMEOUT");
+    /* A wrong kernel on a plugin: FAIL with a repro line carrying the
+     * setting and the plugin; pasted into a shell, it fails the same way. */
+    snprintf(cmd, sizeof cmd, "KV_TEST_KERNEL_FAULT=wrong build/kvrun --backend=" ENV_FAULT "%s", line);
+    assert_int_equal(run(cmd, out, sizeof out, err, sizeof err), 1);
+    assert_contains(out, "FAIL    neg(");
+    assert_contains(out, "check=variants:faulty");
+    const char *repro = strstr(out, "repro: ");
+    assert_non_null(repro);
+    char again[1024];
+    snprintf(again, sizeof again, "%.*s --report-dir=build/tests/backend-report3", (int)strcspn(repro + 7, "\n"),
+             repro + 7);
+    assert_contains(again, "KV_TEST_KERNEL_FAULT=wrong");
+    assert_contains(again, "--backend=" ENV_FAULT);
+    static char out2[1 << 16];
+    assert_int_equal(run(again, out2, sizeof out2, err, sizeof err), 1);
+    assert_contains(out2, "check=variants:faulty");
+    assert_contains(out2, "1 failed");
+}
+
 int main(void) {
+    /* Plugins register on top of the composed runtime. */
+    if (kv_init() != KV_OK) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_not_a_library),
@@ -312,6 +442,9 @@ int main(void) {
         cmocka_unit_test(test_path_precedence),
         cmocka_unit_test(test_load_paths_logs_and_goes_on),
         cmocka_unit_test(test_kvrun_backend_flag),
+        cmocka_unit_test(test_probe_crash_exit_hang),
+        cmocka_unit_test(test_plugin_named_and_accel_target),
+        cmocka_unit_test(test_kvrun_never_silently_green),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -870,7 +870,7 @@ static void test_kill_switch_values(void **state) {
     static const struct {
         const char *value; /* NULL: unset */
         bool enabled;
-    } cases[] = { { NULL, true }, { "0", true }, { "1", false }, { "yes", false }, { "", false }, { "00", false } };
+    } cases[] = { { NULL, true }, { "0", true }, { "1", false }, { "yes", false }, { "00", false } };
     kv_tensor *a = cpu_f32(kA, k23, 2);
     kv_tensor *A = to_accel(a);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -908,7 +908,14 @@ static void test_environment(void **state) {
     assert_int_equal(kv_accel_gate_get(), KV_ACCEL_GATE_SEED); /* unchanged */
     expect_env_error("KV_REDISPATCH_GATE", "", "''");
     expect_env_error("KV_ACCEL_DISABLE", "cat,bogus", "'bogus'");
-    expect_env_error("KV_ACCEL_TARGET", "tpu", "'tpu'");
+    /* Set but empty is an error for every variable (README "Exit codes"). */
+    expect_env_error("KV_ACCEL_DISABLE", "", "empty value");
+    expect_env_error("KV_ACCEL_DISABLE", " , ", "empty value");
+    expect_env_error("KV_NO_REDISPATCH", "", "empty value");
+    /* Any backend name is a valid request (a plugin may load later); a
+     * string that cannot be one is not. */
+    expect_env_error("KV_ACCEL_TARGET", "Tpu!", "'Tpu!'");
+    expect_env_error("KV_ACCEL_TARGET", "accel", "'accel'");
     assert_int_equal(kv_accel_gate_get(), KV_ACCEL_GATE_SEED);
 
     clear_env();
@@ -917,7 +924,7 @@ static void test_environment(void **state) {
     setenv("KV_REDISPATCH_GATE", "seed", 1);
     check_ok(kv_accel_env_reload());
     assert_int_equal(kv_accel_gate_get(), KV_ACCEL_GATE_SEED);
-    setenv("KV_ACCEL_DISABLE", "metadata,cat", 1);
+    setenv("KV_ACCEL_DISABLE", " metadata, cat ,", 1); /* blanks and empty entries as in the force map */
     check_ok(kv_accel_env_reload());
     assert_false(kv_accel_special_enabled(KV_ACCEL_SPECIAL_METADATA));
     assert_false(kv_accel_special_enabled(KV_ACCEL_SPECIAL_CAT));
@@ -941,7 +948,9 @@ static void test_target(void **state) {
     /* No SIM backend is registered in this build. */
     assert_int_equal(kv_accel_select_target("sim"), KV_ERR_DEVICE);
     assert_int_equal(kv_accel_target(), KV_KEY_CPU);
-    assert_int_equal(kv_accel_select_target("npu"), KV_ERR_INVALID_ARG);
+    /* A backend name nothing registered, then one no backend can have. */
+    assert_int_equal(kv_accel_select_target("npu"), KV_ERR_DEVICE);
+    assert_int_equal(kv_accel_select_target("Not a name"), KV_ERR_INVALID_ARG);
     check_ok(kv_accel_select_target("cpu"));
     check_ok(kv_accel_select_target(NULL));
     assert_int_equal(kv_accel_target(), KV_KEY_CPU);

@@ -15,7 +15,7 @@
 
 #include "kv/kv.h"
 #include "kv/schema.h"
-#include "runner/case_args.h"
+#include "runner/case/case_args.h"
 
 /* One argument of every type the grammar handles (a schema holds at most
  * KV_SCHEMA_MAX_ARGS), and arguments with defaults. */

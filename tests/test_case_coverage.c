@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "kv/kv.h"
-#include "runner/driver.h"
-#include "runner/expand.h"
+#include "runner/exec/driver.h"
+#include "runner/case/expand.h"
 
 static void load_suite(kv_case_list *cases) {
     kv_path_list files = { 0 };

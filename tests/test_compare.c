@@ -13,9 +13,10 @@
 #include <string.h>
 
 #include "kv/kv.h"
-#include "runner/check.h"
-#include "runner/compare.h"
-#include "runner/tolerance.h"
+#include "runner/check/check.h"
+#include "runner/check/compare.h"
+#include "runner/check/tol_backend.h"
+#include "runner/check/tolerance.h"
 
 /* ---- helpers ---- */
 
@@ -362,6 +363,31 @@ static void test_table_covers_every_op(void **state) {
     }
 }
 
+/* Per-backend overrides (runner/tol_backend.h): each has a reason, names a
+ * known op, and widens only a BOUND row of the table (never an exact one). */
+static void test_backend_overrides(void **state) {
+    (void)state;
+    assert_int_equal(kv_init(), KV_OK);
+    for (int i = 0; i < kv_tol_override_count(); i++) {
+        const kv_tol_override *o = kv_tol_override_at(i);
+        assert_non_null(o->reason);
+        assert_true(strlen(o->reason) > 10);
+        assert_true(o->abs_slack > 0.0);
+        if (kv_op_find(o->op) == NULL) fail_msg("override for unknown op %s", o->op);
+        for (int dt = 0; dt < KV_DTYPE_COUNT; dt++) {
+            if (!(o->dtypes & (1u << dt))) continue;
+            const kv_tol_entry *e = kv_tol_lookup(o->op, (kv_dtype)dt, NULL);
+            if (e == NULL || e->kind != KV_CMP_BOUND)
+                fail_msg("override %s/%s widens a %s rule that is not a bound", o->backend, o->op,
+                         kv_dtype_name((kv_dtype)dt));
+        }
+        assert_ptr_equal(kv_tol_override_lookup(o->backend, o->op, (kv_dtype)__builtin_ctz(o->dtypes)), o);
+    }
+    assert_null(kv_tol_override_lookup(NULL, "mm", KV_BF16));
+    assert_null(kv_tol_override_lookup("onednn", "mm", KV_F64));
+    assert_null(kv_tol_override_lookup("no-such-backend", "mm", KV_BF16));
+}
+
 static kv_case mk_case(const char *op, kv_dtype dt) {
     kv_case c;
     kv_case_init(&c);
@@ -369,6 +395,30 @@ static kv_case mk_case(const char *op, kv_dtype dt) {
     c.ninputs = 1;
     c.dtypes[0] = dt;
     return c;
+}
+
+/* Issue 14, bug c: embedding_dense_backward divides by the index count
+ * under scale_grad_by_freq, so fill=exact must not make it bitwise; without
+ * it the sums of an exact fill are exact and bitwise stays. */
+static void test_rule_scale_grad_by_freq(void **state) {
+    (void)state;
+    kv_bound_kind bk;
+    kv_case c = mk_case("embedding_dense_backward", KV_F64);
+    c.fill = KV_FILL_EXACT;
+    c.nargs = 1;
+    strcpy(c.args[0].name, "scale_grad_by_freq");
+    strcpy(c.args[0].value, "1");
+    kv_cmp_rule r = kv_tol_rule_for(&c, KV_F64, &bk, NULL);
+    assert_int_equal(r.kind, KV_CMP_BOUND);
+    assert_int_equal(bk, KV_BOUND_LINEAR);
+    strcpy(c.args[0].value, "true");
+    assert_int_equal(kv_tol_rule_for(&c, KV_F32, &bk, NULL).kind, KV_CMP_BOUND);
+    strcpy(c.args[0].value, "0");
+    r = kv_tol_rule_for(&c, KV_F64, &bk, NULL);
+    assert_int_equal(r.kind, KV_CMP_BITWISE);
+    c.fill = KV_FILL_REAL;
+    r = kv_tol_rule_for(&c, KV_F64, &bk, NULL);
+    assert_int_equal(r.kind, KV_CMP_BOUND);
 }
 
 static void test_table_rules(void **state) {
@@ -565,7 +615,9 @@ int main(void) {
         cmocka_unit_test(test_mismatch_listing),
         cmocka_unit_test(test_unit_roundoff_and_gamma),
         cmocka_unit_test(test_table_covers_every_op),
+        cmocka_unit_test(test_backend_overrides),
         cmocka_unit_test(test_table_rules),
+        cmocka_unit_test(test_rule_scale_grad_by_freq),
         cmocka_unit_test(test_bound_mm),
         cmocka_unit_test(test_bound_sum),
         cmocka_unit_test(test_equal_values_pass_with_nan_scale),

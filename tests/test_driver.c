@@ -25,10 +25,10 @@
 #include <unistd.h>
 
 #include "kv/kv.h"
-#include "runner/driver.h"
-#include "runner/golden.h"
-#include "runner/merge.h"
-#include "runner/report.h"
+#include "runner/exec/driver.h"
+#include "runner/golden/golden.h"
+#include "runner/report/merge.h"
+#include "runner/report/report.h"
 #include "test_util.h"
 
 /* ---- test kernels: y = 2 * x, f32, any strides ---- */
@@ -89,8 +89,9 @@ static const char *const kvt_ops[] = { "kvt_good", "kvt_wrong", "kvt_crash", "kv
 
 /* Case order of the suite file, as expansion gives it. */
 static const char *const kvt_ids[] = {
-    "kvt_good(dtype=f32,shape=[4,5])", "kvt_good(dtype=f32,shape=[3])", "kvt_wrong(dtype=f32,shape=[4,5])",
-    "kvt_crash(dtype=f32,shape=[4,5])", "kvt_hang(dtype=f32,shape=[4,5])", "kvt_oob(dtype=f32,shape=[4,5])",
+    "kvt_good(dtype=f32,shape=[4,5],check=golden+memory)", "kvt_good(dtype=f32,shape=[3],check=golden+memory)",
+    "kvt_wrong(dtype=f32,shape=[4,5],check=golden+memory)", "kvt_crash(dtype=f32,shape=[4,5],check=golden+memory)",
+    "kvt_hang(dtype=f32,shape=[4,5],check=golden+memory)",  "kvt_oob(dtype=f32,shape=[4,5],check=golden+memory)",
 };
 #define KVT_NCASES 6
 
@@ -418,7 +419,7 @@ static void test_baseline_xfail_xpass(void **state) {
     run_free(&r);
 
     /* An entry for a passing case is stale: XPASS fails the run. */
-    const char *stale = "kvt_wrong(*) golden\nkvt_good(dtype=f32,shape=[3]) golden\n";
+    const char *stale = "kvt_wrong(*) golden\nkvt_good(dtype=f32,shape=[3],check=golden+memory) golden\n";
     write_file(bl, stale, strlen(stale));
     run_driver(&o, &cases, &r);
     assert_int_equal(r.rc, 1);
@@ -445,7 +446,7 @@ static void run_good_case_expect_error(const char *what) {
     kv_driver_options_init(&o);
     o.jobs = 1;
     o.timeout_seconds = 5;
-    const char *flt[] = { "kvt_good(dtype=f32,shape=[4,5])" };
+    const char *flt[] = { "kvt_good(dtype=f32,shape=[4,5],check=golden+memory)" };
     o.filters = flt;
     o.nfilters = 1;
     run_out r;
@@ -601,12 +602,12 @@ static void test_list_prints_ids(void **state) {
     assert_int_equal(r.rows.n, 0); /* nothing ran, no report */
     run_free(&r);
 
-    const char *flt[] = { "*shape=[3])" };
+    const char *flt[] = { "*shape=[3],*" };
     o.filters = flt;
     o.nfilters = 1;
     run_driver(&o, &cases, &r);
     assert_int_equal(r.rc, 0);
-    assert_string_equal(r.out, "kvt_good(dtype=f32,shape=[3])\n");
+    assert_string_equal(r.out, "kvt_good(dtype=f32,shape=[3],check=golden+memory)\n");
     run_free(&r);
     kv_case_list_free(&cases);
 }
@@ -876,7 +877,11 @@ static void test_cli_usage_errors(void **state) {
     expect_usage((const char *[]){ "--op=neg", "--shape=4", "--isolate=threads", NULL }, "--isolate=threads");
     expect_usage((const char *[]){ "--op=neg", "--shape=4", "--jobs=2", "--jobs=3", NULL }, "given twice");
     expect_usage((const char *[]){ "--op=neg", "--shape=4", "--list", "--filter=zzz*", NULL }, "no cases selected");
-    expect_usage((const char *[]){ "--op=neg", "--shape=4", "--frobnicate=1", NULL }, "<command line>:1:");
+    /* Neither a runner flag nor a case option: an unknown flag, with the
+     * closest name of either kind when one is close. */
+    expect_usage((const char *[]){ "--op=neg", "--shape=4", "--frobnicate=1", NULL }, "unknown flag --frobnicate");
+    expect_usage((const char *[]){ "--op=neg", "--shape=4", "--fitler=x", NULL }, "did you mean --filter?");
+    expect_usage((const char *[]){ "--op=neg", "--shpae=4", NULL }, "did you mean --shape?");
 
     /* --list over a command-line case prints its ID, exit 0. */
     char *out, *err;

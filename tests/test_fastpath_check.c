@@ -32,12 +32,12 @@
 #include "kv/accel.h"
 #include "kv/backend.h"
 #include "kv/kv.h"
-#include "runner/check.h"
-#include "runner/check_fastpath.h"
-#include "runner/expand.h"
-#include "runner/golden.h"
-#include "runner/merge.h"
-#include "runner/report.h"
+#include "runner/check/check.h"
+#include "runner/check/check_fastpath.h"
+#include "runner/case/expand.h"
+#include "runner/golden/golden.h"
+#include "runner/report/merge.h"
+#include "runner/report/report.h"
 
 static kv_golden_store *store;
 
@@ -69,7 +69,7 @@ static void cases_of(const char *name, const char *text, kv_case_list *out) {
 }
 
 static void run_case(const kv_case *c, kv_result_list *res) {
-    const kv_run_env env = { store, false, NULL };
+    const kv_run_env env = { store, false, NULL, KV_GOLDEN_MODE_AUTO };
     memset(res, 0, sizeof *res);
     kv_case_run(c, &env, res);
 }

@@ -14,10 +14,10 @@
 
 #include "kv/kv.h"
 #include "kv/rng.h"
-#include "runner/check.h"
-#include "runner/compare.h"
-#include "runner/fill.h"
-#include "runner/inputs.h"
+#include "runner/check/check.h"
+#include "runner/check/compare.h"
+#include "runner/exec/fill.h"
+#include "runner/exec/inputs.h"
 #include "test_util.h"
 
 /* ---- helpers ---- */

@@ -18,8 +18,8 @@
 
 #include "kv/npy.h"
 #include "kv/tensor.h"
-#include "runner/golden.h"
-#include "runner/hash.h"
+#include "runner/golden/golden.h"
+#include "runner/golden/hash.h"
 
 static char root[64];
 static int store_counter;

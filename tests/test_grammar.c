@@ -13,13 +13,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kv/init.h"
 #include "kv/dispatch.h"
 #include "kv/status.h"
-#include "runner/case.h"
-#include "runner/case_args.h"
-#include "runner/expand.h"
-#include "runner/filter.h"
-#include "runner/grammar.h"
+#include "runner/case/case.h"
+#include "runner/case/case_args.h"
+#include "runner/case/expand.h"
+#include "runner/case/filter.h"
+#include "runner/case/grammar.h"
 
 /* ---- helpers ---- */
 
@@ -676,27 +677,27 @@ static const id_case id_cases[] = {
       "zeros(args=size=[2,3];dtype=f64)",
       "kvrun --op=zeros '--args=size=[2,3],dtype=f64' --device=sim" },
     { "--op=add.Tensor --dtype=c128 --shape=4 --args=alpha=1+2j --tol=abs:1e-5",
-      "add.Tensor(dtype=c128,shape=[4],args=alpha=1+2j)",
+      "add.Tensor(dtype=c128,shape=[4],args=alpha=1+2j,tol=abs:1e-05)",
       "add.Tensor(dtype=c128,shape=[4],args=alpha=1+2j)",
       "kvrun --op=add.Tensor --dtype=c128 --shape=4 --args=alpha=1+2j --tol=abs:1e-05" },
     { "--op=add.Tensor --shape=4:5 --expect=shape",
-      "add.Tensor(dtype=f32,shape=[4]:[5])",
+      "add.Tensor(dtype=f32,shape=[4]:[5],expect=shape)",
       "add.Tensor(dtype=f32,shape=[4]:[5])",
       "kvrun --op=add.Tensor --dtype=f32 --shape=4:5 --expect=shape" },
     { "--op=empty.memory_format --args=size=[0,2] --check=error",
-      "empty.memory_format(args=size=[0,2])",
+      "empty.memory_format(args=size=[0,2],check=error)",
       "empty.memory_format(args=size=[0,2])",
       "kvrun --op=empty.memory_format '--args=size=[0,2]' --check=error" },
     { "--op=add.Tensor --shape=4:5 --expect=shape --check=error",
-      "add.Tensor(dtype=f32,shape=[4]:[5])",
+      "add.Tensor(dtype=f32,shape=[4]:[5],check=error,expect=shape)",
       "add.Tensor(dtype=f32,shape=[4]:[5])",
       "kvrun --op=add.Tensor --dtype=f32 --shape=4:5 --check=error --expect=shape" },
     { "--op=index_select --dtype=f32:i64 --shape=5x3:2 --args=dim=-1 --tol=bitwise --check=memory,golden",
-      "index_select(dtype=f32:i64,shape=[5,3]:[2],args=dim=-1)",
+      "index_select(dtype=f32:i64,shape=[5,3]:[2],args=dim=-1,check=golden+memory,tol=bitwise)",
       "index_select(dtype=f32:i64,shape=[5,3]:[2],args=dim=-1)",
       "kvrun --op=index_select --dtype=f32:i64 --shape=5x3:2 --args=dim=-1 --check=golden,memory --tol=bitwise" },
     { "--op=pow.Tensor_Scalar --shape=[] --args=exponent=0.5 --tol=ulp:4",
-      "pow.Tensor_Scalar(dtype=f32,shape=[],args=exponent=0.5)",
+      "pow.Tensor_Scalar(dtype=f32,shape=[],args=exponent=0.5,tol=ulp:4)",
       "pow.Tensor_Scalar(dtype=f32,shape=[],args=exponent=0.5)",
       "kvrun --op=pow.Tensor_Scalar --dtype=f32 '--shape=[]' --args=exponent=0.5 --tol=ulp:4" },
     { "--op=_softmax --dtype=f16 --shape=8x8 --args=dim=1,half_to_float=false --layout=o",

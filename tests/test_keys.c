@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kv/keys.h"
+#include "kv/tls.h"
 
 /* PyTorch's relative order, lowest first, written out by hand. */
 static const kv_key expected_order[] = {

@@ -269,7 +269,7 @@ static void test_text_add_tensor(void **state) {
                    "kv_tensor *kv_add(kv_tensor *self, kv_tensor *other, kv_scalar alpha);\n",
                    "kv_tensor *kv_add(kv_tensor *self, kv_tensor *other, kv_scalar alpha) {\n"
                    "    static _Atomic(const kv_op *) handle;\n"
-                   "    const kv_op *op = kv_op_handle(&handle, \"add.Tensor\");\n"
+                   "    const kv_op *op = kv_api_op(&handle, \"add.Tensor\");\n"
                    "    if (!op) return NULL;\n"
                    "    kv_ivalue slots[3];\n"
                    "    kv_stack st = kv_stack_on(slots, 3);\n"
@@ -293,7 +293,7 @@ static void test_text_native_layer_norm(void **state) {
                    "kv_tensor *weight, kv_tensor *bias, double eps, kv_tensor **out0, kv_tensor **out1, "
                    "kv_tensor **out2) {\n"
                    "    static _Atomic(const kv_op *) handle;\n"
-                   "    const kv_op *op = kv_op_handle(&handle, \"native_layer_norm\");\n"
+                   "    const kv_op *op = kv_api_op(&handle, \"native_layer_norm\");\n"
                    "    if (!op) return kv_last_error();\n"
                    "    kv_ivalue slots[5];\n"
                    "    kv_stack st = kv_stack_on(slots, 5);\n"
@@ -321,7 +321,7 @@ static void test_text_clamp_inplace(void **state) {
                    "kv_status kv_clamp_(kv_tensor *self, kv_tensor *min, kv_tensor *max);\n",
                    "kv_status kv_clamp_(kv_tensor *self, kv_tensor *min, kv_tensor *max) {\n"
                    "    static _Atomic(const kv_op *) handle;\n"
-                   "    const kv_op *op = kv_op_handle(&handle, \"clamp_.Tensor\");\n"
+                   "    const kv_op *op = kv_api_op(&handle, \"clamp_.Tensor\");\n"
                    "    if (!op) return kv_last_error();\n"
                    "    kv_ivalue slots[3];\n"
                    "    kv_stack st = kv_stack_on(slots, 3);\n"
@@ -392,7 +392,7 @@ static void test_tables_text(void **state) {
     kv_gen_buf_free(&b);
     assert_int_equal(kv_gen_emit(&ops, KV_GEN_FILE_OPS_API_C, &b), KV_OK);
     const char *api = kv_gen_buf_str(&b);
-    assert_non_null(strstr(api, "#include \"kv/dispatch.h\"\n#include \"kv/tensor.h\"\n#include \"kv/ops.h\"\n"));
+    assert_non_null(strstr(api, "#include \"kv/dispatch.h\"\n#include \"kv/init.h\"\n#include \"kv/tensor.h\"\n#include \"kv/ops.h\"\n"));
     /* only helpers some wrapper calls: no in-place or tuple op here */
     assert_non_null(strstr(api, "static kv_tensor *gen_take_tensor("));
     assert_null(strstr(api, "gen_drop_alias"));

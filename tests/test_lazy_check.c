@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "kv/kv.h"
-#include "runner/check.h"
-#include "runner/driver.h"
-#include "runner/expand.h"
+#include "runner/check/check.h"
+#include "runner/exec/driver.h"
+#include "runner/case/expand.h"
 
 /* ---- helpers ---- */
 

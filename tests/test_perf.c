@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "kv/kv.h"
-#include "runner/expand.h"
-#include "runner/perf.h"
+#include "runner/case/expand.h"
+#include "runner/exec/perf.h"
 
 /* ---- the fake clock and the variants ---- */
 

@@ -370,6 +370,8 @@ static void test_accel_runs_on_sim(void **state) {
 }
 
 int main(void) {
+    /* Plugins and the raw registry API expect the runtime composed. */
+    if (kv_init() != KV_OK) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_is_the_plugins),
         cmocka_unit_test(test_copies_round_trip),

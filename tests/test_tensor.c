@@ -59,12 +59,13 @@ static void test_cpu_cache(void **state) {
     assert_int_equal(kv_cpu_cache_stats_get().cached_blocks, 0);
     assert_true(kv_cpu_cache_stats_get().returned > s2.returned);
     kv_cpu_cache_set_enabled(true);
-    /* KV_CACHING_ALLOCATOR: unset, "" and "1" on, "0" off, else an error. */
+    /* KV_CACHING_ALLOCATOR: unset and "1" on, "0" off, else (the empty
+     * string too: README "Exit codes") an error naming it. */
     bool on = false;
     assert_int_equal(kv_cpu_cache_parse_env(NULL, &on), KV_OK);
     assert_true(on);
-    assert_int_equal(kv_cpu_cache_parse_env("", &on), KV_OK);
-    assert_true(on);
+    assert_int_equal(kv_cpu_cache_parse_env("", &on), KV_ERR_INVALID_ARG);
+    assert_error(KV_ERR_INVALID_ARG, "KV_CACHING_ALLOCATOR");
     assert_int_equal(kv_cpu_cache_parse_env("0", &on), KV_OK);
     assert_false(on);
     assert_int_equal(kv_cpu_cache_parse_env("1", &on), KV_OK);

@@ -23,7 +23,7 @@
 
 #include "kv/backend.h"
 #include "kv/kv.h"
-#include "runner/case.h"
+#include "runner/case/case.h"
 
 /* ---- fixtures ---- */
 

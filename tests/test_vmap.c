@@ -794,6 +794,8 @@ static void test_levels(void **state) {
 }
 
 int main(void) {
+    /* Plugins and the raw registry API expect the runtime composed. */
+    if (kv_init() != KV_OK) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unary_rules),
         cmocka_unit_test(test_binary_rules),

@@ -35,6 +35,11 @@ bool kv_cpu_has(kv_cpu_isa isa);
 /* The highest level available. */
 kv_cpu_isa kv_cpu_best_isa(void);
 const char *kv_cpu_isa_name(kv_cpu_isa isa);
+/* KV_CPU_ISA checked: unset, or exactly sse2, avx2 or avx512; anything
+ * else (the empty string too) is KV_ERR_INVALID_ARG naming the variable,
+ * so a typo cannot silently test the wrong level. kv_cpu_variants_register
+ * calls it, so kv_init fails on a bad value. */
+kv_status kv_cpu_isa_env_check(void);
 /* Caps the reported level at run time (tests); returns the previous cap. */
 kv_cpu_isa kv_cpu_set_isa_cap(kv_cpu_isa cap);
 

@@ -3,7 +3,6 @@
 
 #include <string.h>
 
-#include "kv/lazy.h"
 
 bool kv_cpu_strides_ok(const kv_tensor *t) {
     for (int d = 0; d < t->ndim; d++)

@@ -5,7 +5,13 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_ew.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #define CPU_TARGET __attribute__((target("sse2")))
+#else
+/* Other ISAs (the aarch64 build of ninja cross-golden): plain code; the
+ * predicate refuses this variant there unless it is the baseline one. */
+#define CPU_TARGET
+#endif
 #define CPU_SFX _sse2
 #define CPU_TABLE kv_cpu_ew_sse2
 #define CPU_ISA_NAME "sse2"

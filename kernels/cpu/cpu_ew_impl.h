@@ -173,11 +173,11 @@ static inline CPU_TARGET double ew_ref_gelu_tanh_bwd(double g, double v) {
 #define U64(v) ((uint64_t)(v))
 
 EW_BINARY(add_f32, float, float, A->alpha_one ? a + b : (float)((double)a + A->alpha * (double)b))
-EW_BINARY(add_f64, double, double, A->alpha_one ? a + b : a + A->alpha * b)
+EW_BINARY(add_f64, double, double, A->alpha_one ? a + b : fma(A->alpha, b, a))
 EW_BINARY(add_i32, int32_t, int32_t, (int32_t)(U32(a) + U32(A->ialpha) * U32(b)))
 EW_BINARY(add_i64, int64_t, int64_t, (int64_t)(U64(a) + U64(A->ialpha) * U64(b)))
 EW_BINARY(sub_f32, float, float, A->alpha_one ? a - b : (float)((double)a - A->alpha * (double)b))
-EW_BINARY(sub_f64, double, double, A->alpha_one ? a - b : a - A->alpha * b)
+EW_BINARY(sub_f64, double, double, A->alpha_one ? a - b : fma(-A->alpha, b, a))
 EW_BINARY(sub_i32, int32_t, int32_t, (int32_t)(U32(a) - U32(A->ialpha) * U32(b)))
 EW_BINARY(sub_i64, int64_t, int64_t, (int64_t)(U64(a) - U64(A->ialpha) * U64(b)))
 EW_BINARY(mul_f32, float, float, a * b)
@@ -226,9 +226,18 @@ EW_UNARY(log_f64, double, double, log(a))
 EW_UNARY(tanh_f32, float, float, (float)vm_tanh((double)a))
 EW_UNARY(tanh_f64, double, double, tanh(a))
 EW_UNARY(sigmoid_f32, float, float, (float)(1.0 / (1.0 + vm_exp(-(double)a))))
-EW_UNARY(sigmoid_f64, double, double, 1.0 / (1.0 + exp(-a)))
+/* f64: e^a/(1 + e^a) below 0, where exp(-a) would overflow (ref_unary.c). */
+EW_UNARY(sigmoid_f64, double, double, a >= 0.0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a)))
 EW_UNARY(silu_f32, float, float, (float)((double)a / (1.0 + vm_exp(-(double)a))))
-EW_UNARY(silu_f64, double, double, a / (1.0 + exp(-a)))
+/* Below -708 e^a is subnormal: (a e^(a/2)) e^(a/2) keeps its digits (ref_unary.c). */
+static inline CPU_TARGET double EW_FN(silu_neg)(double a) {
+    if (a < -708.0) {
+        const double h = exp(0.5 * a);
+        return (a * h) * h;
+    }
+    return a * exp(a) / (1.0 + exp(a));
+}
+EW_UNARY(silu_f64, double, double, a >= 0.0 ? a / (1.0 + exp(-a)) : EW_FN(silu_neg)(a))
 EW_UNARY(gelu_f32, float, float, (float)ew_gelu_d((double)a))
 EW_UNARY(gelu_f64, double, double, ew_ref_gelu(a))
 EW_UNARY(gelu_tanh_f32, float, float, (float)ew_gelu_tanh_d((double)a))

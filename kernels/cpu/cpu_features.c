@@ -8,12 +8,18 @@
 static atomic_int g_cap = -1; /* -1: not read yet */
 
 static kv_cpu_isa detected(void) {
+#if !defined(__x86_64__) && !defined(__i386__)
+    /* Not x86 (the aarch64 build of ninja cross-golden): only the baseline
+     * variant, whose code is plain C there. */
+    return KV_CPU_ISA_SSE2;
+#else
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
         return KV_CPU_ISA_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return KV_CPU_ISA_AVX2;
     return KV_CPU_ISA_SSE2;
+#endif
 }
 
 static kv_cpu_isa cap_now(void) {
@@ -28,6 +34,13 @@ static kv_cpu_isa cap_now(void) {
     int expected = -1;
     atomic_compare_exchange_strong(&g_cap, &expected, (int)c);
     return (kv_cpu_isa)atomic_load(&g_cap);
+}
+
+kv_status kv_cpu_isa_env_check(void) {
+    const char *env = getenv("KV_CPU_ISA");
+    if (env == NULL || strcmp(env, "sse2") == 0 || strcmp(env, "avx2") == 0 || strcmp(env, "avx512") == 0)
+        return KV_OK;
+    return kv_error(KV_ERR_INVALID_ARG, "KV_CPU_ISA: expected sse2, avx2 or avx512, got '%s'", env);
 }
 
 bool kv_cpu_has(kv_cpu_isa isa) { return isa <= cap_now(); }

@@ -21,7 +21,10 @@
  *
  * Scope: f32 and f64 with equal dtypes, any strides (packing reads
  * through them), empty dims; other dtypes and every error go to "ref". */
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#define MM_X86 1
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +84,7 @@ static void uk_generic_f64(int64_t kc, const double *ap, const double *bp, doubl
     memcpy(t, acc, sizeof acc);
 }
 
+#ifdef MM_X86
 __attribute__((target("avx2,fma"))) static void uk_avx2_f32(int64_t kc, const float *ap, const float *bp, float *t) {
     __m256 c[6][2];
     for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
@@ -190,11 +194,20 @@ __attribute__((target("avx512f"))) static void uk_avx512_f32_edge(int64_t kc, co
     for (int64_t i = 0; i < ri; i++)
         for (int64_t j = 0; j < cj; j++) c[i * ldc + j] = first ? t[i * UK512_NR + j] : c[i * ldc + j] + t[i * UK512_NR + j];
 }
+#endif
 
 static const mm_kernel k_blocked = { "blocked", 4, 8, 4, 8, uk_generic_f32, uk_generic_f64 };
+#ifdef MM_X86
 static const mm_kernel k_avx2 = { "avx2", 6, 16, 6, 8, uk_avx2_f32, uk_avx2_f64 };
 static const mm_kernel k_avx512 = { "avx512", 8, 32, 8, 16, uk_avx512_f32, uk_avx512_f64 };
+#else
+/* Other ISAs (the aarch64 build of ninja cross-golden): the predicates
+ * refuse these variants (no AVX), so they only need to exist. */
+static const mm_kernel k_avx2 = { "avx2", 4, 8, 4, 8, uk_generic_f32, uk_generic_f64 };
+static const mm_kernel k_avx512 = { "avx512", 4, 8, 4, 8, uk_generic_f32, uk_generic_f64 };
+#endif
 
+#ifdef MM_X86
 /* ---- the f32 AVX-512 driver ----
  * GotoBLAS's loops with blocks sized for this core (32 KiB L1D,
  * 1 MiB L2 on Zen 4): a KC x NR micro-panel of B (160 x 32 x 4 = 20 KiB)
@@ -291,6 +304,8 @@ static bool mm_avx512_f32(const mm_prob *pr) {
     free(ap);
     return true;
 }
+
+#endif
 
 /* ---- the blocked driver, once per element type ---- */
 
@@ -412,9 +427,14 @@ static void mm_finish(const mm_prob *pr, const mm_epilogue *ep) {
 
 static bool mm_run(const mm_prob *pr, const mm_kernel *kn, const mm_epilogue *ep) {
     if (pr->n > 0 && pr->m > 0) {
+#ifdef MM_X86
         const bool ok = pr->dt == KV_F32 ? (kn == &k_avx512 ? mm_avx512_f32(pr)
                                                             : mm_blocked_f32(pr, kn->mr32, kn->nr32, kn->f32))
                                          : mm_blocked_f64(pr, kn->mr64, kn->nr64, kn->f64);
+#else
+        const bool ok = pr->dt == KV_F32 ? mm_blocked_f32(pr, kn->mr32, kn->nr32, kn->f32)
+                                         : mm_blocked_f64(pr, kn->mr64, kn->nr64, kn->f64);
+#endif
         if (!ok) return false;
     }
     mm_finish(pr, ep);

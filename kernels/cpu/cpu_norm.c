@@ -49,8 +49,40 @@ static double *nm_param(const kv_tensor *p, bool *oom) {
     return v;
 }
 
-/* Statistics of x[0..n) (contiguous, dtype dt). */
-static void nm_stats(kv_dtype dt, const char *x, int64_t n, bool fused, double eps, double *mean, double *rstd) {
+/* A group of finite values whose sums of squares overflow f64 (a row
+ * holding +-DBL_MAX: variance near 1e616) is normalized as the reference
+ * does it, in a copy scaled by s = 2^-e (exact), two-pass: mean and rstd
+ * of x*s, with eps*s^2. Returns false (nothing changed) when the group
+ * holds a NaN or an infinity: those propagate as before. */
+static bool nm_stats_scaled(kv_dtype dt, const char *x, int64_t n, double eps, double *mean, double *rstd,
+                            double *scale) {
+    double big = 0.0;
+    for (int64_t j = 0; j < n; j++) {
+        const double v = fabs(nm_load(dt, x + j * (int64_t)kv_dtype_size(dt)));
+        if (!isfinite(v)) return false;
+        if (v > big) big = v;
+    }
+    int e;
+    frexp(big, &e);
+    const double s = ldexp(1.0, -e);
+    double sum = 0.0, sq = 0.0;
+    for (int64_t j = 0; j < n; j++) sum += nm_load(dt, x + j * (int64_t)kv_dtype_size(dt)) * s;
+    const double m = sum / (double)n;
+    for (int64_t j = 0; j < n; j++) {
+        const double t = nm_load(dt, x + j * (int64_t)kv_dtype_size(dt)) * s - m;
+        sq += t * t;
+    }
+    *mean = m;
+    *rstd = 1.0 / sqrt(sq / (double)n + eps * s * s);
+    *scale = s;
+    return true;
+}
+
+/* Statistics of x[0..n) (contiguous, dtype dt): mean and rstd of x*scale
+ * (scale is 1 unless nm_stats_scaled had to step in). */
+static void nm_stats(kv_dtype dt, const char *x, int64_t n, bool fused, double eps, double *mean, double *rstd,
+                     double *scale) {
+    *scale = 1.0;
     double s[LANES] = { 0 }, q[LANES] = { 0 };
     int64_t i = 0;
     if (dt == KV_F32) {
@@ -120,17 +152,18 @@ static void nm_stats(kv_dtype dt, const char *x, int64_t n, bool fused, double e
         var = (((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]))) / cnt;
     }
     /* NaN/Inf inputs: keep the reference's propagation (var of them is NaN). */
+    if ((!isfinite(sum) || !isfinite(var)) && n > 0 && nm_stats_scaled(dt, x, n, eps, mean, rstd, scale)) return;
     if (isnan(sum) || isinf(sum)) var = NAN;
     *mean = m;
     *rstd = 1.0 / sqrt(var + eps);
 }
 
 /* y[j] = ((x[j] - mean) * rstd) * w[pj] + b[pj], pj = j / per_param. */
-static void nm_apply(kv_dtype dt, const char *x, char *y, int64_t n, double mean, double rstd, const double *w,
-                     const double *b, int64_t per) {
+static void nm_apply(kv_dtype dt, const char *x, char *y, int64_t n, double mean, double rstd, double scale,
+                     const double *w, const double *b, int64_t per) {
     const bool f = dt == KV_F32;
     for (int64_t j = 0; j < n; j++) {
-        double v = ((f ? (double)((const float *)x)[j] : ((const double *)x)[j]) - mean) * rstd;
+        double v = ((f ? (double)((const float *)x)[j] : ((const double *)x)[j]) * scale - mean) * rstd;
         if (w) v = v * w[j / per];
         if (b) v = v + b[j / per];
         nm_store(dt, y, j, v);
@@ -288,12 +321,13 @@ static kv_status nm_run(const kv_op *op, kv_stack *stack, bool fused) {
             kv_cpu_copy_strided(buf, cs, src + off * es, sub_strides, sub_sizes, (int)sub_nd, (size_t)es);
             gx = buf;
         }
-        double mu, rs;
-        nm_stats(dt, gx, count, fused, c.eps, &mu, &rs);
+        double mu, rs, sc;
+        nm_stats(dt, gx, count, fused, c.eps, &mu, &rs, &sc);
         const int64_t pbase = c.group ? (g % c.G) * (c.C / c.G) : 0;
-        nm_apply(dt, gx, dst + g * count * es, count, mu, rs, w ? w + pbase : NULL, b ? b + pbase : NULL, per_param);
-        nm_store(dt, kv_tensor_data(mean), g, mu);
-        nm_store(dt, kv_tensor_data(rstd), g, rs);
+        nm_apply(dt, gx, dst + g * count * es, count, mu, rs, sc, w ? w + pbase : NULL, b ? b + pbase : NULL,
+                 per_param);
+        nm_store(dt, kv_tensor_data(mean), g, mu / sc);
+        nm_store(dt, kv_tensor_data(rstd), g, rs * sc);
     }
     free(w);
     free(b);

@@ -82,6 +82,8 @@ static const cpu_variant cpu_variants[] = {
 };
 
 kv_status kv_cpu_variants_register(void) {
+    kv_status env = kv_cpu_isa_env_check();
+    if (env != KV_OK) return env;
     for (int id = 0; id < KV_OP_COUNT; id++) {
         const kv_op *op = kv_op_find(kv_op_names[id]);
         if (op == NULL) return kv_last_error();

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
-#include "kv/lazy.h"
 #include "kv/op_ids.h"
 
 /* ---- helpers ---- */

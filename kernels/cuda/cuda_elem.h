@@ -6,7 +6,7 @@
  * Every formula, accumulation order and NaN rule is the reference's
  * (kernels/ref): values widen to double, accumulate in index order,
  * round once on store. Built without FMA contraction (nvcc --fmad=false,
- * gcc -ffp-contract=off) so a + alpha*b rounds as the reference does. */
+ * gcc -ffp-contract=off) so a + alpha*b rounds as the reference does: once, through fma. */
 #ifndef KV_CUDA_ELEM_H
 #define KV_CUDA_ELEM_H
 
@@ -70,9 +70,14 @@ KVC_HD double kvc_unary_value(const kvc_unary_args *a, double v) {
     case KVC_SIN: return sin(v);
     case KVC_COS: return cos(v);
     case KVC_TANH: return tanh(v);
-    case KVC_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    /* Below 0, e^v/(1 + e^v): exp(-v) overflows below -709.78 (ref_unary.c). */
+    case KVC_SIGMOID: return v >= 0.0 ? 1.0 / (1.0 + exp(-v)) : exp(v) / (1.0 + exp(v));
     case KVC_RELU: return v < 0.0 ? 0.0 : v;
-    case KVC_SILU: return v / (1.0 + exp(-v));
+    /* Below -708 e^v is subnormal: (v e^(v/2)) e^(v/2) keeps its digits. */
+    case KVC_SILU:
+        if (v >= 0.0) return v / (1.0 + exp(-v));
+        if (v < -708.0) return (v * exp(0.5 * v)) * exp(0.5 * v);
+        return v * exp(v) / (1.0 + exp(v));
     case KVC_GELU: return v * 0.5 * (1.0 + erf(v / sqrt(2.0)));
     case KVC_GELU_TANH: return 0.5 * v * (1.0 + tanh(sqrt(2.0 / KVC_PI) * (v + 0.044715 * v * v * v)));
     case KVC_POW: return pow(v, a->p0);
@@ -96,8 +101,8 @@ KVC_HD void kvc_unary_one(const kvc_unary_args *a, int64_t i) {
 /* IEEE 754-2019 maximum/minimum: the first NaN wins, -0 < +0. */
 KVC_HD double kvc_binary_value(int op, double x, double y, double alpha) {
     switch (op) {
-    case KVC_ADD: return x + alpha * y;
-    case KVC_SUB: return x - alpha * y;
+    case KVC_ADD: return alpha == 1.0 ? x + y : fma(alpha, y, x);
+    case KVC_SUB: return alpha == 1.0 ? x - y : fma(-alpha, y, x);
     case KVC_MUL: return x * y;
     case KVC_DIV: return x / y;
     case KVC_MAXIMUM:
@@ -192,20 +197,36 @@ KVC_HD void kvc_softmax_one(const kvc_softmax_args *a, int64_t s) {
 
 /* ---- layer norm over one row: two passes in f64 ---- */
 
+/* A row whose largest finite |x| is above 2^500 is normalized scaled by
+ * s = 2^-e (exact), as the reference does: its squares would overflow. */
+KVC_HD double kvc_layer_norm_scale(const kvc_layer_norm_args *a, int64_t xb) {
+    double big = 0.0;
+    for (int64_t j = 0; j < a->cols; j++) {
+        const double v = fabs(kvc_ld(a->dtype, a->x, xb + kvc_offset(&a->xcol, j)));
+        if (isfinite(v) && v > big) big = v;
+    }
+    if (big <= 0x1p500) return 1.0;
+    int e;
+    frexp(big, &e);
+    return ldexp(1.0, -e);
+}
+
 KVC_HD void kvc_layer_norm_one(const kvc_layer_norm_args *a, int64_t r) {
     const int64_t xb = kvc_offset(&a->xrow, r), ob = kvc_offset(&a->orow, r);
     const double n = (double)a->cols;
+    const double s = kvc_layer_norm_scale(a, xb);
     double sum = 0.0;
-    for (int64_t j = 0; j < a->cols; j++) sum += kvc_ld(a->dtype, a->x, xb + kvc_offset(&a->xcol, j));
-    const double mean = sum / n;
+    for (int64_t j = 0; j < a->cols; j++) sum += kvc_ld(a->dtype, a->x, xb + kvc_offset(&a->xcol, j)) * s;
+    const double mean_s = sum / n;
     double sq = 0.0;
     for (int64_t j = 0; j < a->cols; j++) {
-        const double d = kvc_ld(a->dtype, a->x, xb + kvc_offset(&a->xcol, j)) - mean;
+        const double d = kvc_ld(a->dtype, a->x, xb + kvc_offset(&a->xcol, j)) * s - mean_s;
         sq += d * d;
     }
-    const double rstd = 1.0 / sqrt(sq / n + a->eps);
+    const double rstd_s = 1.0 / sqrt(sq / n + a->eps * s * s);
+    const double mean = mean_s / s, rstd = rstd_s * s;
     for (int64_t j = 0; j < a->cols; j++) {
-        double v = (kvc_ld(a->dtype, a->x, xb + kvc_offset(&a->xcol, j)) - mean) * rstd;
+        double v = (kvc_ld(a->dtype, a->x, xb + kvc_offset(&a->xcol, j)) * s - mean_s) * rstd_s;
         if (a->has_w) v = v * kvc_ld(a->dtype, a->w, kvc_offset(&a->wg, j));
         if (a->has_b) v = v + kvc_ld(a->dtype, a->b, kvc_offset(&a->bg, j));
         kvc_st(a->dtype, a->out, ob + kvc_offset(&a->ocol, j), v);

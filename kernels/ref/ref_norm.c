@@ -90,28 +90,49 @@ static double nm_load_param(const kv_tensor *t, int64_t index) {
     return nm_load(t, nm_offset(index, t->ndim, t->sizes, t->strides));
 }
 
+/* 2^-e for a group whose largest finite |x| is above 2^500, else 1: the
+ * squares of (x - mean) and their sum would overflow f64 (a row holding
+ * +-DBL_MAX has a variance near 1e616), so such a group is normalized in
+ * a scaled copy x*s (exact: s is a power of two) and rstd scaled back:
+ * rstd = s / sqrt(var(x*s) + eps*s^2) (issue 14, bug b). */
+static double nm_scale(const nm_group *g) {
+    int64_t xo, oo, po;
+    double big = 0.0;
+    for (int64_t j = 0; j < g->count; j++) {
+        g->elem(g->ctx, j, &xo, &oo, &po);
+        const double v = fabs(nm_load(g->x, xo));
+        if (isfinite(v) && v > big) big = v;
+    }
+    if (big <= 0x1p500) return 1.0;
+    int e;
+    frexp(big, &e);
+    return ldexp(1.0, -e);
+}
+
 /* Normalizes one group; returns mean and rstd (f64, unrounded). */
 static void nm_run_group(const nm_group *g, double *mean_out, double *rstd_out) {
     int64_t xo, oo, po;
     const double n = (double)g->count;
+    const double s = nm_scale(g);
     double sum = 0.0;
     for (int64_t j = 0; j < g->count; j++) {
         g->elem(g->ctx, j, &xo, &oo, &po);
-        sum += nm_load(g->x, xo);
+        sum += nm_load(g->x, xo) * s;
     }
-    const double mean = sum / n;
+    const double mean_s = sum / n;
     double sq = 0.0;
     for (int64_t j = 0; j < g->count; j++) {
         g->elem(g->ctx, j, &xo, &oo, &po);
-        const double dlt = nm_load(g->x, xo) - mean;
+        const double dlt = nm_load(g->x, xo) * s - mean_s;
         sq += dlt * dlt;
     }
-    const double rstd = 1.0 / sqrt(sq / n + g->eps);
+    const double rstd_s = 1.0 / sqrt(sq / n + g->eps * s * s);
+    const double mean = mean_s / s, rstd = rstd_s * s;
     const kv_dtype odt = g->out->dtype;
     char *dst = kv_tensor_data(g->out);
     for (int64_t j = 0; j < g->count; j++) {
         g->elem(g->ctx, j, &xo, &oo, &po);
-        double v = (nm_load(g->x, xo) - mean) * rstd;
+        double v = (nm_load(g->x, xo) * s - mean_s) * rstd_s;
         if (g->w) v = v * nm_load_param(g->w, po);
         if (g->b) v = v + nm_load_param(g->b, po);
         kv_ref_store_f64(odt, dst + oo * (int64_t)kv_dtype_size(odt), v);

@@ -76,7 +76,7 @@ static kv_status sim_add(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     char *po = kv_sim_storage_host("add.Tensor", "out", out);
     const int64_t n = h->tensor_numel(a);
     for (int64_t i = 0; i < n; i++)
-        sim_store(a->dtype, po, i, sim_load(a, pa, a->offset + i) + alpha * sim_load(b, pb, b->offset + i));
+        sim_store(a->dtype, po, i, fma(alpha, sim_load(b, pb, b->offset + i), sim_load(a, pa, a->offset + i)));
     h->stack_return_tensors(stack, &out, 1);
     return KV_OK;
 }

@@ -85,6 +85,7 @@ KV_BACKEND_EXPORT int kv_backend_entry(kv_backend_desc *desc, int abi_version) {
     if (abi_version != KV_BACKEND_ABI_VERSION) return -1; /* the loader reports both versions */
     kv_sim_host = desc->host;
     snprintf(desc->name, sizeof desc->name, "sim");
+    snprintf(desc->version, sizeof desc->version, "kvsuite SIM (host memory behind an address bias)");
     desc->device_type = KV_DEVICE_SIM;
     desc->available = 1;
     desc->host_addressable = 0; /* on purpose: see sim.h */

@@ -16,4 +16,14 @@ void kv_backend_reselect_accel(void);
  * backend's copy operation (copy.c). */
 kv_status kv_backend_storage_upload(kv_storage *dst, const void *host_src, size_t nbytes);
 
+/* ---- the probe (probe.c) ----
+ * Runs load(path) in a forked child with a timeout (KV_BACKEND_PROBE_TIMEOUT
+ * seconds, default 30). 0 when the child came back with an answer (the
+ * load's own status, good or bad: the parent may now load it itself);
+ * -1 when it crashed, exited or hung, with the reason and the stage it
+ * was in written to why. */
+int kv_backend_probe(const char *path, kv_status (*load)(const char *path), char *why, size_t cap);
+/* In the probing child, tells the parent which stage the load is in. */
+void kv_backend_probe_stage(const char *stage);
+
 #endif

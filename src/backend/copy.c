@@ -116,6 +116,24 @@ kv_tensor *kv_backend_readable(const kv_tensor *t) {
     return kv_backend_copy_to_host(t);
 }
 
+kv_status kv_backend_mem_write(kv_device_type t, void *dst, const void *host_src, size_t nbytes) {
+    kv_device_type mem = KV_DEVICE_CPU;
+    const kv_backend_desc *d = NULL;
+    kv_status st = memory_type(t, &mem);
+    if (st == KV_OK) st = ops_for(mem, &d);
+    if (st != KV_OK) return st;
+    return copy_bytes(dst, d, host_src, NULL, nbytes);
+}
+
+kv_status kv_backend_mem_read(kv_device_type t, void *host_dst, const void *src, size_t nbytes) {
+    kv_device_type mem = KV_DEVICE_CPU;
+    const kv_backend_desc *d = NULL;
+    kv_status st = memory_type(t, &mem);
+    if (st == KV_OK) st = ops_for(mem, &d);
+    if (st != KV_OK) return st;
+    return copy_bytes(host_dst, NULL, src, d, nbytes);
+}
+
 kv_status kv_backend_synchronize(kv_device_type t) {
     kv_device_type mem = KV_DEVICE_CPU;
     const kv_backend_desc *d = NULL;

@@ -104,6 +104,13 @@ static bool is_plugin_slot(kv_device_type t) {
     return false;
 }
 
+static bool valid_name(const char *n) {
+    if (n[0] < 'a' || n[0] > 'z') return false;
+    for (const char *p = n; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-')) return false;
+    return true;
+}
+
 static kv_device_type free_plugin_slot(void) {
     static const kv_device_type slots[] = { KV_DEVICE_PLUGIN0, KV_DEVICE_PLUGIN1, KV_DEVICE_PLUGIN2,
                                             KV_DEVICE_PLUGIN3 };
@@ -123,10 +130,12 @@ static void unregister_key(kv_key key) {
 
 /* The tuner times a backend's variants between device syncs; its hook
  * takes no argument, so one trampoline per slot. */
-#define SYNC_HOOK(slot)                                                     \
-    static void sync_##slot(void) {                                        \
-        if (kv_backend_synchronize(slot) != KV_OK) kv_error_clear();        \
-    }
+static void sync_slot(kv_device_type t) {
+    const kv_backend_desc *d = kv_backend_desc_of(t);
+    if (d != NULL && d->mem.synchronize != NULL && d->mem.synchronize(d->context) != KV_OK) kv_error_clear();
+}
+#define SYNC_HOOK(slot) \
+    static void sync_##slot(void) { sync_slot(slot); }
 SYNC_HOOK(KV_DEVICE_SIM)
 SYNC_HOOK(KV_DEVICE_CUDA)
 SYNC_HOOK(KV_DEVICE_PLUGIN0)
@@ -151,10 +160,12 @@ static void (*sync_hook(kv_device_type t))(void) {
 }
 
 void kv_backend_reselect_accel(void) {
-    const char *want = getenv("KV_ACCEL_TARGET");
-    if (want != NULL && want[0] == '\0') want = NULL;
-    /* A requested target that is not loaded (KV_ACCEL_TARGET=cuda without
-     * a GPU) is no loader error: accel ops then fail saying why. */
+    /* What was asked for (KV_ACCEL_TARGET, or kv_accel_select_target) may
+     * be the plugin that just loaded. A requested target that is not
+     * loaded (KV_ACCEL_TARGET=cuda without a GPU) is no loader error:
+     * accel ops then fail saying why. */
+    char want[64];
+    kv_accel_requested_target(want, sizeof want);
     if (kv_accel_select_target(want) != KV_OK) kv_error_clear();
     const kv_key t = kv_accel_target();
     kv_device_set_host_addressable(KV_DEVICE_ACCEL,
@@ -167,6 +178,7 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
     if (path == NULL || path[0] == '\0')
         return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG, "backend '': no path given; skipped");
     dlerror();
+    kv_backend_probe_stage("dlopen (the library's constructors)");
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
         const char *why = dlerror();
@@ -189,6 +201,7 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
     kv_backend_desc d;
     memset(&d, 0, sizeof d);
     d.host = kv_backend_host_api();
+    kv_backend_probe_stage("its entry point " KV_BACKEND_ENTRY_NAME);
     const int rc = entry(&d, KV_BACKEND_ABI_VERSION);
     if (d.abi_version != KV_BACKEND_ABI_VERSION) {
         dlclose(handle);
@@ -204,7 +217,9 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
     }
     d.name[sizeof d.name - 1] = '\0';
     d.reason[sizeof d.reason - 1] = '\0';
+    d.version[sizeof d.version - 1] = '\0';
     snprintf(r->name, sizeof r->name, "%s", d.name);
+    snprintf(r->version, sizeof r->version, "%s", d.version);
     if (rc != 0) {
         dlclose(handle);
         return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
@@ -216,7 +231,21 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
         return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG, "backend '%s': its descriptor has no name; skipped",
                            path);
     }
+    if (!valid_name(d.name)) {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
+                           "backend '%s': its name '%s' is not a backend name (lowercase letters, digits, '_' and "
+                           "'-', starting with a letter); skipped",
+                           path, d.name);
+    }
     kv_device_type type = d.device_type;
+    kv_device taken;
+    if (type == KV_BACKEND_SLOT_ANY && kv_device_parse(d.name, &taken) == 0) {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_DEVICE,
+                           "backend '%s': its name '%s' is taken (by the device %s); skipped", path, d.name,
+                           kv_device_type_name(taken.type));
+    }
     if (type == KV_BACKEND_SLOT_ANY) {
         type = free_plugin_slot();
         if (type == KV_DEVICE_TYPE_COUNT) {
@@ -263,8 +292,11 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
     const kv_allocator_iface iface = { d.mem.alloc, d.mem.free };
     kv_device_set_host_addressable(type, d.host_addressable != 0);
     kv_allocator_install(type, &iface, d.context);
+    /* A plugin slot goes by the backend's own name from here on. */
+    if (type >= KV_DEVICE_PLUGIN0 && type <= KV_DEVICE_PLUGIN3) kv_key_set_plugin_name((kv_key)type, d.name);
     g_loaded[type] = (kv_loaded){ true, d, handle };
     g_loaded[type].desc.device_type = type;
+    kv_backend_probe_stage("its register_kernels");
     const kv_status st = d.register_kernels(d.context, type);
     if (st != KV_OK) {
         char why[512];
@@ -273,6 +305,7 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
         kv_register_fallback((kv_key)type, NULL);
         kv_allocator_install(type, NULL, NULL);
         kv_device_set_host_addressable(type, old_flag);
+        kv_key_set_plugin_name((kv_key)type, NULL);
         memset(&g_loaded[type], 0, sizeof g_loaded[type]);
         dlclose(handle);
         r->device_type = KV_DEVICE_TYPE_COUNT;
@@ -286,16 +319,16 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
     return KV_OK;
 }
 
-kv_status kv_backend_load(const char *path) {
-    kv_status st = kv_init();
-    if (st != KV_OK) return st;
+/* One load, in this process: what the probe runs in its child and what
+ * the parent runs once the probe came back. */
+static kv_status load_here(const char *path) {
     pthread_mutex_lock(&g_lock);
     kv_backend_info *r = record_new(path);
     if (r == NULL) {
         pthread_mutex_unlock(&g_lock);
         return kv_error(KV_ERR_OOM, "backend '%s': out of memory for its record; skipped", path ? path : "(null)");
     }
-    st = load_locked(r, path);
+    kv_status st = load_locked(r, path);
     char message[sizeof r->message];
     snprintf(message, sizeof message, "%s", r->message);
     pthread_mutex_unlock(&g_lock);
@@ -306,4 +339,23 @@ kv_status kv_backend_load(const char *path) {
         kv_error(st, "%s", message); /* the record's line, whatever ran after it */
     }
     return st;
+}
+
+kv_status kv_backend_load(const char *path) {
+    if (!kv_dispatch_composed())
+        return kv_error(KV_ERR_INVALID_ARG,
+                        "kv_backend_load: %s: the runtime is not initialized; call kv_init before loading a plugin "
+                        "(the built-in registrations would otherwise replace the plugin's)",
+                        path ? path : "(null)");
+    char why[512];
+    if (path != NULL && path[0] != '\0' && kv_backend_probe(path, load_here, why, sizeof why) != 0) {
+        pthread_mutex_lock(&g_lock);
+        kv_backend_info *r = record_new(path);
+        kv_status st = KV_ERR_DEVICE;
+        if (r != NULL) st = record_fail(r, KV_BACKEND_FAILED, KV_ERR_DEVICE, "backend '%s': %s; skipped", path, why);
+        else st = kv_error(KV_ERR_OOM, "backend '%s': %s; skipped", path, why);
+        pthread_mutex_unlock(&g_lock);
+        return st;
+    }
+    return load_here(path);
 }

@@ -9,12 +9,18 @@
  * when the storage goes. */
 #include "boxing/boxing_internal.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kv/autograd.h"
 
-static atomic_int g_requested = KV_KEY_NONE; /* KV_KEY_NONE: the default rule */
+/* The requested target's name, "" for the default rule. Read in messages
+ * and when a plugin loads, written at start-up and by the runner between
+ * cases: a lock, not atomics, as a name is several bytes. */
+static pthread_mutex_t g_requested_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_requested[KV_ACCEL_TARGET_NAME_MAX];
 static atomic_int g_target = KV_KEY_CPU;
 
 static void *accel_alloc(void *context, size_t nbytes) { return kv_allocator_alloc(context, nbytes); }
@@ -25,21 +31,33 @@ static const kv_allocator_iface g_accel_iface = { accel_alloc, accel_free };
 
 static bool backend_registered(kv_key k) { return kv_allocator_for((kv_device_type)k) != NULL; }
 
-kv_key kv_accel_resolve_target(kv_key requested) {
-    if (requested == KV_KEY_NONE) {
+kv_key kv_accel_resolve_target(const char *requested) {
+    if (requested == NULL || requested[0] == '\0') {
         if (backend_registered(KV_KEY_CUDA)) return KV_KEY_CUDA;
         if (backend_registered(KV_KEY_SIM)) return KV_KEY_SIM;
         return KV_KEY_CPU;
     }
-    return backend_registered(requested) ? requested : KV_KEY_NONE;
+    /* By name: the built-in spellings and every loaded plugin's own. */
+    for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
+        if (k == KV_KEY_ACCEL) continue;
+        if (strcmp(kv_device_type_name((kv_device_type)k), requested) == 0)
+            return backend_registered((kv_key)k) ? (kv_key)k : KV_KEY_NONE;
+    }
+    return KV_KEY_NONE;
 }
 
-kv_status kv_accel_parse_target(const char *text, kv_key *out) {
-    if (text == NULL || strcmp(text, "auto") == 0) *out = KV_KEY_NONE;
-    else if (strcmp(text, "cpu") == 0) *out = KV_KEY_CPU;
-    else if (strcmp(text, "sim") == 0) *out = KV_KEY_SIM;
-    else if (strcmp(text, "cuda") == 0) *out = KV_KEY_CUDA;
-    else return kv_error(KV_ERR_INVALID_ARG, "KV_ACCEL_TARGET: expected 'cpu', 'sim' or 'cuda', got '%s'", text);
+kv_status kv_accel_parse_target(const char *text, char *out) {
+    out[0] = '\0';
+    if (text == NULL || strcmp(text, "auto") == 0) return KV_OK;
+    bool ok = text[0] >= 'a' && text[0] <= 'z' && strlen(text) < KV_ACCEL_TARGET_NAME_MAX && strcmp(text, "accel") != 0;
+    for (const char *p = text; ok && *p; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-';
+    if (!ok)
+        return kv_error(KV_ERR_INVALID_ARG,
+                        "KV_ACCEL_TARGET: expected 'auto' or a backend's name (cpu, sim, cuda, or a loaded plugin's "
+                        "own name, e.g. onednn), got '%s'",
+                        text);
+    snprintf(out, KV_ACCEL_TARGET_NAME_MAX, "%s", text);
     return KV_OK;
 }
 
@@ -54,34 +72,41 @@ static void install(kv_key target) {
     kv_device_set_host_addressable(KV_DEVICE_ACCEL, kv_device_host_addressable((kv_device_type)target));
 }
 
-kv_status kv_accel_set_requested_target(kv_key requested) {
+kv_status kv_accel_set_requested_target(const char *requested) {
     /* A requested target that is not registered is not an error here:
      * a backend plugin may be loaded after kv_init and select it then.
      * Until it is, accel ops fail with kv_accel_target_error's reason. */
     kv_key t = kv_accel_resolve_target(requested);
-    atomic_store(&g_requested, (int)requested);
+    pthread_mutex_lock(&g_requested_lock);
+    snprintf(g_requested, sizeof g_requested, "%s", requested ? requested : "");
+    pthread_mutex_unlock(&g_requested_lock);
     atomic_store(&g_target, (int)t);
     install(t);
     return KV_OK;
 }
 
 kv_status kv_accel_select_target(const char *name) {
-    kv_status st = kv_init();
+    kv_status st = kv_accel_env_init();
     if (st != KV_OK) return st;
-    kv_key requested;
-    if (name == NULL) requested = KV_KEY_NONE;
-    else if (kv_accel_parse_target(name, &requested) != KV_OK)
+    char requested[KV_ACCEL_TARGET_NAME_MAX];
+    if (kv_accel_parse_target(name, requested) != KV_OK)
         return kv_error(KV_ERR_INVALID_ARG,
-                        "kv_accel_select_target: argument 'name': expected 'cpu', 'sim', 'cuda' or 'auto', got '%s'",
-                        name);
+                        "kv_accel_select_target: argument 'name': expected 'auto' or a backend's name, got '%s'", name);
     if (kv_accel_resolve_target(requested) == KV_KEY_NONE)
-        return kv_error(KV_ERR_DEVICE, "kv_accel_select_target: argument 'name': no %s backend is registered",
+        return kv_error(KV_ERR_DEVICE, "kv_accel_select_target: argument 'name': no backend named '%s' is registered",
                         name);
     return kv_accel_set_requested_target(requested);
 }
 
+const char *kv_accel_requested_target(char *buf, int cap) {
+    pthread_mutex_lock(&g_requested_lock);
+    snprintf(buf, (size_t)cap, "%s", g_requested[0] ? g_requested : "auto");
+    pthread_mutex_unlock(&g_requested_lock);
+    return buf;
+}
+
 kv_key kv_accel_target(void) {
-    kv_init();
+    kv_accel_env_init();
     return (kv_key)atomic_load_explicit(&g_target, memory_order_relaxed);
 }
 
@@ -93,11 +118,11 @@ const char *kv_accel_target_name(void) {
 }
 
 kv_status kv_accel_target_error(const char *op) {
-    kv_key requested = (kv_key)atomic_load(&g_requested);
-    const char *name = requested == KV_KEY_NONE ? "auto" : kv_device_type_name((kv_device_type)requested);
+    char name[KV_ACCEL_TARGET_NAME_MAX];
+    kv_accel_requested_target(name, sizeof name);
     return kv_error(KV_ERR_DEVICE,
-                    "%s: the accel device has no target: KV_ACCEL_TARGET=%s but no %s backend is registered (load "
-                    "it, then call kv_accel_select_target)",
+                    "%s: the accel device has no target: KV_ACCEL_TARGET=%s but no backend named '%s' is registered "
+                    "(load it, then call kv_accel_select_target)",
                     op, name, name);
 }
 

@@ -212,7 +212,8 @@ void kv_accel_count(int op_id, kv_accel_path path);
 void kv_accel_count_cat_dropped(uint64_t n);
 
 /* ---- state (gate.c, accel_device.c) ---- */
-/* Reads the environment once (kv_boxing_register). */
+/* Reads the environment once (kv_boxing_register, or the first getter or
+ * setter); later calls re-raise a failure of that read. */
 kv_status kv_accel_env_init(void);
 /* The parsers behind it, pure so tests and tests/fuzz/fuzz_env.c can call
  * them: KV_NO_REDISPATCH (true = fast paths enabled; `value` NULL when
@@ -222,16 +223,20 @@ bool kv_accel_parse_kill_switch(const char *value);
 kv_status kv_accel_parse_disable_list(const char *text, bool *special);
 /* The runtime target, resolved: a backend key, or KV_KEY_NONE with the
  * reason from kv_accel_target_error(). */
-kv_key kv_accel_resolve_target(kv_key requested);
-/* kv_accel_target without the kv_init check, for code that only runs
+kv_key kv_accel_resolve_target(const char *requested);
+/* kv_accel_target without the env-init check, for code that only runs
  * inside a dispatched call (init is done by then). */
 kv_key kv_accel_target_now(void);
 /* Sets the thread's error to why no target is available; returns it. */
 kv_status kv_accel_target_error(const char *op);
-/* The requested target from KV_ACCEL_TARGET: a backend key, or
- * KV_KEY_NONE for the default rule. Parsed by gate.c's env code. */
-kv_status kv_accel_parse_target(const char *text, kv_key *out);
-kv_status kv_accel_set_requested_target(kv_key requested);
+/* The requested target from KV_ACCEL_TARGET: a backend's name ("cpu",
+ * "sim", "cuda", or a plugin's own name), or "" for the default rule
+ * (unset or "auto"). Only the spelling is checked here: a plugin may load
+ * later (kvrun loads them after kv_init). out holds
+ * KV_ACCEL_TARGET_NAME_MAX bytes. Parsed by gate.c's env code. */
+#define KV_ACCEL_TARGET_NAME_MAX 32
+kv_status kv_accel_parse_target(const char *text, char *out);
+kv_status kv_accel_set_requested_target(const char *requested);
 
 /* ---- registration ---- */
 /* build/gen/accel_boxing.c: every op of kernels/accel.conf. */

@@ -5,7 +5,9 @@
  * threads may run while the runner flips a switch between two cases. */
 #include "boxing/boxing_internal.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,23 +50,23 @@ const char *kv_accel_special_name(kv_accel_special which) {
 /* ---- getters and setters ---- */
 
 kv_accel_gate kv_accel_gate_get(void) {
-    kv_init();
+    kv_accel_env_init();
     return (kv_accel_gate)atomic_load_explicit(&g_gate, memory_order_relaxed);
 }
 
 void kv_accel_gate_set(kv_accel_gate gate) {
-    kv_init(); /* so the environment read at init cannot override this later */
+    kv_accel_env_init(); /* so the first read of the environment cannot override this later */
     if (gate != KV_ACCEL_GATE_SEED && gate != KV_ACCEL_GATE_EXACT) return;
     atomic_store(&g_gate, (int)gate);
 }
 
 bool kv_accel_redispatch_enabled(void) {
-    kv_init();
+    kv_accel_env_init();
     return atomic_load_explicit(&g_redispatch, memory_order_relaxed);
 }
 
 void kv_accel_redispatch_set_enabled(bool enabled) {
-    kv_init();
+    kv_accel_env_init();
     atomic_store(&g_redispatch, enabled);
 }
 
@@ -76,7 +78,7 @@ bool kv_accel_special_enabled(kv_accel_special which) {
 void kv_accel_gate_force_for_tests(bool on) { atomic_store(&g_force_for_tests, on); }
 
 void kv_accel_special_set_enabled(kv_accel_special which, bool enabled) {
-    kv_init();
+    kv_accel_env_init();
     if ((unsigned)which >= (unsigned)KV_ACCEL_SPECIAL_COUNT) return;
     atomic_store(&g_special[which], enabled);
 }
@@ -87,30 +89,47 @@ typedef struct env_config {
     kv_accel_gate gate;
     bool redispatch;
     bool special[KV_ACCEL_SPECIAL_COUNT];
-    kv_key target; /* KV_KEY_NONE: the default rule */
+    char target[KV_ACCEL_TARGET_NAME_MAX]; /* "": the default rule */
 } env_config;
 
+static bool is_space(char ch) { return ch == ' ' || (ch >= '\t' && ch <= '\r'); }
+
+/* The same list rule as KV_PERFDISPATCH_FORCE: blanks around an entry are
+ * ignored and empty entries skipped, so "metadata, cat" reads as written;
+ * a value with no entry at all is an error (unset the variable instead). */
 kv_status kv_accel_parse_disable_list(const char *text, bool *special) {
     for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) special[i] = true;
-    if (text == NULL || text[0] == '\0') return KV_OK;
+    if (text == NULL) return KV_OK;
     const char *p = text;
+    int entries = 0;
     for (;;) {
         const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
+        const char *e = end ? end : p + strlen(p);
+        while (p < e && is_space(*p)) p++;
+        while (e > p && is_space(e[-1])) e--;
+        const size_t n = (size_t)(e - p);
         int found = -1;
         for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT && found < 0; i++) {
             const char *name = kv_accel_special_name((kv_accel_special)i);
             if (strlen(name) == n && strncmp(p, name, n) == 0) found = i;
         }
-        if (found < 0)
+        if (n > 0 && found < 0)
             return kv_error(KV_ERR_INVALID_ARG,
                             "KV_ACCEL_DISABLE: unknown entry '%.*s' in '%s' (known: metadata, to_copy, cat, "
                             "group_norm)",
                             (int)n, p, text);
-        special[found] = false;
+        if (found >= 0) {
+            special[found] = false;
+            entries++;
+        }
         if (end == NULL) break;
         p = end + 1;
     }
+    if (entries == 0)
+        return kv_error(KV_ERR_INVALID_ARG,
+                        "KV_ACCEL_DISABLE: empty value '%s' (unset it, or list some of metadata, to_copy, cat, "
+                        "group_norm)",
+                        text);
     return KV_OK;
 }
 
@@ -125,10 +144,15 @@ static kv_status read_env(env_config *c) {
     c->gate = KV_ACCEL_GATE_EXACT;
     if (gate != NULL && kv_accel_gate_parse(gate, &c->gate) != 0)
         return kv_error(KV_ERR_INVALID_ARG, "KV_REDISPATCH_GATE: expected 'seed' or 'exact', got '%s'", gate);
-    c->redispatch = kv_accel_parse_kill_switch(getenv("KV_NO_REDISPATCH"));
+    const char *kill = getenv("KV_NO_REDISPATCH");
+    /* Any value but "0" disables; set but empty is rejected, as for every
+     * variable, because it is usually a shell variable that was never set. */
+    if (kill != NULL && kill[0] == '\0')
+        return kv_error(KV_ERR_INVALID_ARG, "KV_NO_REDISPATCH: empty value (unset it, or set 0 or 1)");
+    c->redispatch = kv_accel_parse_kill_switch(kill);
     kv_status st = kv_accel_parse_disable_list(getenv("KV_ACCEL_DISABLE"), c->special);
     if (st != KV_OK) return st;
-    return kv_accel_parse_target(getenv("KV_ACCEL_TARGET"), &c->target);
+    return kv_accel_parse_target(getenv("KV_ACCEL_TARGET"), c->target);
 }
 
 static kv_status apply_env(const env_config *c) {
@@ -140,15 +164,29 @@ static kv_status apply_env(const env_config *c) {
     return KV_OK;
 }
 
-kv_status kv_accel_env_init(void) {
+/* The environment is read once, by whichever comes first: the accel
+ * device's registration or a getter or setter called before it. A setter
+ * that ran first must not be undone by a later read. */
+static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+static kv_status g_env_status;
+static char g_env_message[512];
+
+static void env_once(void) {
     env_config c;
-    kv_status st = read_env(&c);
-    if (st != KV_OK) return st;
-    return apply_env(&c);
+    g_env_status = kv_dispatch_init();
+    if (g_env_status == KV_OK) g_env_status = read_env(&c);
+    if (g_env_status == KV_OK) g_env_status = apply_env(&c);
+    if (g_env_status != KV_OK) snprintf(g_env_message, sizeof g_env_message, "%s", kv_last_error_message());
+}
+
+kv_status kv_accel_env_init(void) {
+    pthread_once(&g_env_once, env_once);
+    if (g_env_status != KV_OK) return kv_error(g_env_status, "%s", g_env_message);
+    return KV_OK;
 }
 
 kv_status kv_accel_env_reload(void) {
-    kv_status st = kv_init();
+    kv_status st = kv_accel_env_init();
     if (st != KV_OK) return st;
     env_config c;
     st = read_env(&c);

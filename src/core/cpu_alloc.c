@@ -13,11 +13,25 @@
  * can always be cached when it is freed, whatever the switch said when it
  * was made: powers of two from 64 bytes to 32 KiB, then 8 classes per
  * power of two (at most 12.5% slack). On by default; KV_CACHING_ALLOCATOR=0
- * turns it off (kv_init reads it), and turning it off empties the large
- * cache and stops caching on every thread. */
+ * turns it off, and turning it off empties the large cache and stops
+ * caching on every thread.
+ *
+ * The variable is core's own, so core reads it (the dispatcher never
+ * does): once, on the first cache miss or tensor-block miss (every block
+ * this file or tensor_cache.c ever holds was first made on a miss, so
+ * nothing is cached before the variable is read), or when kv_init calls
+ * kv_cpu_cache_env_init first, whichever comes first. A bad value leaves
+ * the cache on and is kept to be reported: kv_cpu_cache_env_init raises
+ * it on every call, so kv_init fails naming the variable (kvrun exits 2).
+ *
+ * Only the built-in allocator caches: while another CPU allocator is
+ * installed (the runner's guard, a test's failing allocator), every
+ * storage goes through that one, and tensor.c makes no one-block small
+ * tensors (it asks kv_allocator_is_builtin_cpu). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +48,38 @@
 #define LARGE_CLASSES ((62 - LARGE_SHIFT_MIN) * LARGE_SUB)
 
 static atomic_bool g_enabled = true;
+
+static void set_enabled_now(bool on);
+
+/* ---- KV_CACHING_ALLOCATOR ---- */
+
+static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+static kv_status g_env_status = KV_OK;
+static char g_env_bad[128]; /* the rejected value, for the message */
+
+/* The rule, without touching the thread's error (the first read may run
+ * inside an allocation, whose caller's error must survive). Unset: on;
+ * "1" on, "0" off; anything else, the empty string included (an
+ * unexpanded shell variable, README "Exit codes"), is an error. */
+static bool parse_value(const char *value, bool *enabled) {
+    if (value == NULL || strcmp(value, "1") == 0) *enabled = true;
+    else if (strcmp(value, "0") == 0) *enabled = false;
+    else return false;
+    return true;
+}
+
+static void env_once(void) {
+    const char *v = getenv("KV_CACHING_ALLOCATOR");
+    bool on = true;
+    if (!parse_value(v, &on)) {
+        g_env_status = KV_ERR_INVALID_ARG;
+        snprintf(g_env_bad, sizeof g_env_bad, "%s", v);
+        return;
+    }
+    set_enabled_now(on);
+}
+
+void kv_cpu_cache_env_read(void) { pthread_once(&g_env_once, env_once); }
 
 /* ---- classes ---- */
 
@@ -158,6 +204,7 @@ void *kv_cpu_cache_alloc(void *context, size_t nbytes) {
             if (p != NULL) return p;
         }
     }
+    kv_cpu_cache_env_read(); /* the first miss reads the switch, before anything is cached */
     return aligned_alloc(CPU_ALIGN, size);
 }
 
@@ -199,14 +246,21 @@ void kv_cpu_cache_empty(void) {
     pthread_mutex_unlock(&g_lock);
 }
 
-void kv_cpu_cache_set_enabled(bool on) {
+static void set_enabled_now(bool on) {
     atomic_store(&g_enabled, on);
     if (!on) kv_cpu_cache_empty();
+}
+
+void kv_cpu_cache_set_enabled(bool on) {
+    /* The variable first, so a later first miss cannot undo this call. */
+    kv_cpu_cache_env_read();
+    set_enabled_now(on);
 }
 
 bool kv_cpu_cache_enabled(void) { return atomic_load_explicit(&g_enabled, memory_order_relaxed); }
 
 kv_cpu_cache_stats kv_cpu_cache_stats_get(void) {
+    kv_cpu_cache_env_read();
     pthread_mutex_lock(&g_lock);
     kv_cpu_cache_stats s = g_stats;
     pthread_mutex_unlock(&g_lock);
@@ -215,18 +269,17 @@ kv_cpu_cache_stats kv_cpu_cache_stats_get(void) {
 }
 
 kv_status kv_cpu_cache_parse_env(const char *value, bool *enabled) {
-    /* Unset or empty: the default (on). Only "0" and "1" mean anything;
-     * a typo must not silently change what a benchmark measures. */
-    if (value == NULL || value[0] == '\0' || strcmp(value, "1") == 0) *enabled = true;
-    else if (strcmp(value, "0") == 0) *enabled = false;
-    else return kv_error(KV_ERR_INVALID_ARG, "KV_CACHING_ALLOCATOR: expected 0 or 1, got '%s'", value);
+    /* Only "0" and "1" mean anything: a typo must not silently change
+     * what a benchmark measures. */
+    if (!parse_value(value, enabled))
+        return kv_error(KV_ERR_INVALID_ARG, "KV_CACHING_ALLOCATOR: expected 0 or 1 (or unset), got '%s'", value);
     return KV_OK;
 }
 
 kv_status kv_cpu_cache_env_init(void) {
-    bool on = true;
-    kv_status st = kv_cpu_cache_parse_env(getenv("KV_CACHING_ALLOCATOR"), &on);
-    if (st != KV_OK) return st;
-    kv_cpu_cache_set_enabled(on);
+    kv_cpu_cache_env_read();
+    /* Raised on every call: the first read may have run on another thread. */
+    if (g_env_status != KV_OK)
+        return kv_error(g_env_status, "KV_CACHING_ALLOCATOR: expected 0 or 1 (or unset), got '%s'", g_env_bad);
     return KV_OK;
 }

@@ -117,6 +117,8 @@ kv_allocator *kv_tblock_allocator(void) { return &kv_tblock_marker; }
 const kv_allocator_iface *kv_allocator_cpu_iface(void) { return &kv_cpu_iface; }
 
 const char *kv_device_type_name(kv_device_type t) {
+    const char *plugin = kv_key_plugin_name((kv_key)t);
+    if (plugin != NULL) return plugin;
     switch (t) {
     case KV_DEVICE_CPU: return "cpu";
     case KV_DEVICE_CUDA: return "cuda";
@@ -196,6 +198,13 @@ void kv_allocator_install(kv_device_type t, const kv_allocator_iface *iface, voi
             }
         }
     }
+    atomic_store(&kv_table[t], a);
+    pthread_mutex_unlock(&kv_install_lock);
+}
+
+void kv_allocator_reinstall(kv_device_type t, kv_allocator *a) {
+    if (!kv_device_type_valid(t) || (a != NULL && a->type != t)) return;
+    pthread_mutex_lock(&kv_install_lock);
     atomic_store(&kv_table[t], a);
     pthread_mutex_unlock(&kv_install_lock);
 }

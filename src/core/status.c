@@ -2,6 +2,7 @@
  * code generator (build/kvgen) links this file before anything else exists. */
 #include "kv/status.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -69,4 +70,15 @@ const char *kv_last_error_message(void) { return tls_code == KV_OK ? "" : tls_me
 void kv_error_clear(void) {
     tls_code = KV_OK;
     tls_message[0] = '\0';
+}
+
+kv_status kv_error_prefix(kv_status code, const char *fmt, ...) {
+    char prev[512], head[512];
+    snprintf(prev, sizeof prev, "%s", kv_last_error_message());
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(head, sizeof head, fmt, ap);
+    va_end(ap);
+    if (prev[0] == '\0') return kv_error(code, "%s", head);
+    return kv_error(code, "%s: %s", head, prev);
 }

@@ -45,6 +45,7 @@ kv_tensor_block *kv_tblock_get(void) {
         t_list.n--;
         return (kv_tensor_block *)(void *)f;
     }
+    kv_cpu_cache_env_read(); /* the first miss reads KV_CACHING_ALLOCATOR, before any block is kept */
     return aligned_alloc(alignof(kv_tensor_block), sizeof(kv_tensor_block));
 }
 

@@ -37,6 +37,9 @@ kv_tensor_block *kv_tblock_get(void);
 void kv_tblock_put(kv_tensor_block *b);
 /* Gives this thread's list back to libc (kv_cpu_cache_empty). */
 void kv_tblock_drain_mine(void);
+/* Reads KV_CACHING_ALLOCATOR once (cpu_alloc.c); cheap after the first
+ * call. Called on every miss, so no block is kept before it is read. */
+void kv_cpu_cache_env_read(void);
 /* The marker allocator of embedded storages (never installed anywhere). */
 kv_allocator *kv_tblock_allocator(void);
 

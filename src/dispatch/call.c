@@ -2,9 +2,9 @@
  * computation and one table index; nothing here allocates. */
 #include "dispatch/op_internal.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 
-#include "kv/lazy.h"
 #include "kv/tensor.h"
 
 /* ---- argument checking ---- */
@@ -269,6 +269,10 @@ static kv_status lazy_check(const kv_op *op, kv_key backend, const kv_stack *sta
 }
 #endif
 
+static _Atomic(kv_kernel_observer) kv_observer;
+
+void kv_dispatch_set_kernel_observer(kv_kernel_observer fn) { atomic_store(&kv_observer, fn); }
+
 static kv_status dispatch_on(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     if (ks == KV_KEYSET_EMPTY) return no_kernel(op, ks);
     const kv_key k = kv_keyset_highest(ks);
@@ -279,8 +283,13 @@ static kv_status dispatch_on(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     }
 #endif
     const kv_entry *e = &op->table[k];
-    if (e->fn) return e->fn(op, ks, stack);
-    return no_kernel(op, ks);
+    if (e->fn == NULL) return no_kernel(op, ks);
+    const kv_kernel_observer obs = atomic_load_explicit(&kv_observer, memory_order_relaxed);
+    if (obs == NULL || !kv_key_is_backend(k)) return e->fn(op, ks, stack);
+    obs(op, k, true);
+    const kv_status st = e->fn(op, ks, stack);
+    obs(op, k, false);
+    return st;
 }
 
 kv_status kv_call_keyset(const kv_op *op, const kv_stack *stack, kv_keyset *out) {

@@ -1,10 +1,10 @@
 /* The op registry: ops sorted by full name, per-op dispatch tables, the
- * global backend fallbacks, kv_init and the op handle cache.
+ * global backend fallbacks, kv_dispatch_init and the op handle cache.
  *
  * Ops are allocated one by one and never freed or moved, so a kv_op
  * pointer (and a cached handle) stays valid for the life of the process.
  * Registration is for start-up and single-threaded tests; lookups and
- * calls may run on any thread once kv_init has returned. */
+ * calls may run on any thread once kv_init (kv/init.h) has returned. */
 #include "dispatch/op_internal.h"
 
 #include <pthread.h>
@@ -12,10 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv/accel.h"
 #include "kv/op_ids.h"
-#include "modes/modes.h"
-#include "ref/ref.h"
 
 static kv_op **g_ops;  /* sorted by schema.full_name */
 static int g_nops;
@@ -25,16 +22,12 @@ static kv_kernel_fn g_fallback[KV_KEY_COUNT];
 static kv_keyset g_fallback_fallthrough;
 
 static atomic_bool g_cache_enabled = true;
+static atomic_bool g_composed;
 static atomic_uint_fast64_t g_lookups;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static kv_status g_init_status;
 static char g_init_message[512];
-/* Set while this thread runs the one initialization: registration calls
- * made by it (kv_ref_register_all) must not wait on pthread_once, which
- * would deadlock, and must not see the half-built registry as an error. */
-static _Thread_local bool t_in_init;
-
 /* ---- lookup ---- */
 
 /* Index of `name` in g_ops, or where it would be inserted. */
@@ -139,7 +132,9 @@ static kv_status op_add(const char *schema_text, int builtin_id, kv_op **out) {
 /* ---- init ---- */
 
 kv_status kv_dispatch_parse_cache_env(const char *value, bool *enabled) {
-    if (value && value[0] && strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+    /* Set but empty is a mistake (an unexpanded shell variable), not "0":
+     * one exit-code policy for every variable (README "Exit codes"). */
+    if (value && strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
         return kv_error(KV_ERR_INVALID_ARG, "KV_NO_DISPATCH_CACHE: expected 0 or 1, got '%s'", value);
     *enabled = !(value && strcmp(value, "1") == 0);
     return KV_OK;
@@ -149,7 +144,6 @@ static kv_status init_registry(void) {
     bool cache = true;
     if (kv_dispatch_parse_cache_env(getenv("KV_NO_DISPATCH_CACHE"), &cache) != KV_OK) return kv_last_error();
     atomic_store(&g_cache_enabled, cache);
-    if (kv_cpu_cache_env_init() != KV_OK) return kv_last_error();
 
     for (int id = 0; id < KV_OP_COUNT; id++) {
         kv_op *op = NULL;
@@ -158,24 +152,17 @@ static kv_status init_registry(void) {
         /* The generated name table and the schema text must agree, or the
          * typed wrappers would resolve a different op than they describe. */
         if (strcmp(op->schema.full_name, kv_op_names[id]) != 0)
-            return kv_error(KV_ERR_INTERNAL, "kv_init: op %d: schema names '%s' but the name table says '%s'", id,
+            return kv_error(KV_ERR_INTERNAL, "kv_dispatch_init: op %d: schema names '%s' but the name table says '%s'", id,
                             op->schema.full_name, kv_op_names[id]);
     }
-    kv_status st = kv_ref_register_all();
-    if (st != KV_OK) return st;
     /* As in PyTorch: ops without a BackendSelect or ADInplaceOrView kernel
      * skip those keys. */
-    kv_register_fallback_fallthrough(KV_KEY_BACKEND_SELECT);
-    kv_register_fallback_fallthrough(KV_KEY_AD_INPLACE_OR_VIEW);
-    st = kv_modes_register_all();
-    if (st != KV_OK) return st;
-    /* The accel device comes last: it boxes ops onto the backends and
-     * modes registered above. */
-    return kv_boxing_register();
+    g_fallback_fallthrough = kv_keyset_of(KV_KEY_BACKEND_SELECT) | kv_keyset_of(KV_KEY_AD_INPLACE_OR_VIEW);
+    recompute_all();
+    return KV_OK;
 }
 
 static void init_once(void) {
-    t_in_init = true;
     g_init_status = init_registry();
     if (g_init_status != KV_OK) {
         const char *m = kv_last_error_message();
@@ -184,11 +171,9 @@ static void init_once(void) {
         memcpy(g_init_message, m, n);
         g_init_message[n] = '\0';
     }
-    t_in_init = false;
 }
 
-kv_status kv_init(void) {
-    if (t_in_init) return KV_OK;
+kv_status kv_dispatch_init(void) {
     pthread_once(&g_once, init_once);
     /* Re-raise on every call: the first failure's message was set on the
      * thread that ran the initialization, not necessarily this one. */
@@ -196,10 +181,14 @@ kv_status kv_init(void) {
     return KV_OK;
 }
 
+void kv_dispatch_mark_composed(void) { atomic_store(&g_composed, true); }
+
+bool kv_dispatch_composed(void) { return atomic_load(&g_composed); }
+
 /* ---- ops ---- */
 
 kv_status kv_op_register(const char *schema_text, const kv_op **out) {
-    kv_status st = kv_init();
+    kv_status st = kv_dispatch_init();
     if (st != KV_OK) return st;
     kv_op *op = NULL;
     st = op_add(schema_text, -1, &op);
@@ -208,7 +197,7 @@ kv_status kv_op_register(const char *schema_text, const kv_op **out) {
 }
 
 const kv_op *kv_op_find(const char *full_name) {
-    if (kv_init() != KV_OK) return NULL;
+    if (kv_dispatch_init() != KV_OK) return NULL;
     atomic_fetch_add_explicit(&g_lookups, 1, memory_order_relaxed);
     const kv_op *op = op_lookup(full_name);
     if (op == NULL) kv_error(KV_ERR_UNKNOWN_OP, "unknown op '%s'", full_name ? full_name : "(null)");
@@ -231,12 +220,12 @@ const kv_op *kv_op_handle(_Atomic(const kv_op *) *cache, const char *full_name) 
 }
 
 bool kv_dispatch_cache_enabled(void) {
-    kv_init();
+    kv_dispatch_init();
     return atomic_load(&g_cache_enabled);
 }
 
 void kv_dispatch_cache_set_enabled(bool enabled) {
-    kv_init(); /* so the environment read at init cannot override this later */
+    kv_dispatch_init(); /* so the environment read at init cannot override this later */
     atomic_store(&g_cache_enabled, enabled);
 }
 
@@ -247,12 +236,12 @@ const kv_schema *kv_op_schema(const kv_op *op) { return op ? &op->schema : NULL;
 int kv_op_builtin_id(const kv_op *op) { return op ? op->builtin_id : -1; }
 
 int kv_op_count(void) {
-    if (kv_init() != KV_OK) return 0;
+    if (kv_dispatch_init() != KV_OK) return 0;
     return g_nops;
 }
 
 const kv_op *kv_op_at(int i) {
-    if (kv_init() != KV_OK) return NULL;
+    if (kv_dispatch_init() != KV_OK) return NULL;
     if (i < 0 || i >= g_nops) {
         kv_error(KV_ERR_INVALID_ARG, "kv_op_at: argument 'i': %d is out of range [0, %d)", i, g_nops);
         return NULL;
@@ -270,7 +259,7 @@ static kv_status check_key(const char *who, const char *op_name, kv_key key) {
 }
 
 static kv_status find_for_registration(const char *who, const char *op_name, kv_key key, kv_op **out) {
-    kv_status st = kv_init();
+    kv_status st = kv_dispatch_init();
     if (st != KV_OK) return st;
     st = check_key(who, op_name, key);
     if (st != KV_OK) return st;
@@ -301,14 +290,14 @@ kv_status kv_register_fallthrough(const char *op_name, kv_key key) {
 }
 
 void kv_register_fallback(kv_key key, kv_kernel_fn fn) {
-    if (kv_init() != KV_OK || check_key("kv_register_fallback", NULL, key) != KV_OK) return;
+    if (kv_dispatch_init() != KV_OK || check_key("kv_register_fallback", NULL, key) != KV_OK) return;
     g_fallback[key] = fn;
     if (fn == NULL) g_fallback_fallthrough = kv_keyset_remove(g_fallback_fallthrough, key);
     recompute_all();
 }
 
 void kv_register_fallback_fallthrough(kv_key key) {
-    if (kv_init() != KV_OK || check_key("kv_register_fallback_fallthrough", NULL, key) != KV_OK) return;
+    if (kv_dispatch_init() != KV_OK || check_key("kv_register_fallback_fallthrough", NULL, key) != KV_OK) return;
     g_fallback_fallthrough = kv_keyset_add(g_fallback_fallthrough, key);
     recompute_all();
 }

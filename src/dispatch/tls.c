@@ -1,6 +1,6 @@
 /* Thread-local included/excluded key sets. A fresh thread starts with both
  * empty: modes are per thread, as in PyTorch. */
-#include "kv/keys.h"
+#include "kv/tls.h"
 
 static _Thread_local kv_tls_keys tls_keys;
 

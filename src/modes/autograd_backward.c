@@ -312,7 +312,7 @@ static kv_status run_graph(kv_ag_node *root, int root_nr, kv_tensor *root_grad) 
 }
 
 kv_status kv_backward(kv_tensor *root, kv_tensor *grad_output) {
-    kv_status st = kv_init();
+    kv_status st = kv_dispatch_init();
     if (st != KV_OK) return st;
     if (root == NULL) return kv_error(KV_ERR_INVALID_ARG, "backward: argument 'root': NULL tensor");
     if (!kv_ag_requires_grad(root))

@@ -88,10 +88,10 @@ void kv_ag_meta_set_grad_fn(struct kv_autograd_meta *m, kv_ag_node *node, int ou
 
 kv_status kv_tensor_set_requires_grad(kv_tensor *t, bool requires_grad) {
     if (t == NULL) return kv_error(KV_ERR_INVALID_ARG, "set_requires_grad: argument 'self': NULL tensor");
-    /* The free hook is installed by registration, which kv_init runs:
-     * a record made before it would leak. */
-    kv_status st = kv_init();
-    if (st != KV_OK) return st;
+    /* The free hook must be in place before the first record exists, or
+     * that record would leak; registration installs it too, and installing
+     * it twice is harmless. */
+    kv_ag_meta_install_hook();
     if (!requires_grad) {
         if (t->autograd && t->autograd->grad_fn)
             return kv_error(KV_ERR_INVALID_ARG,

@@ -1,4 +1,5 @@
-/* One place that knows every mode, so kv_init stays ignorant of them. The
+/* One place that knows every mode, so the composition root (src/runtime/init.c)
+ * names the modes once. The
  * order matters only for readability: each mode registers at its own key. */
 #include "modes/modes.h"
 
@@ -7,15 +8,11 @@
 #include "kv/functionalize.h"
 #include "kv/lazy.h"
 #include "kv/trace.h"
-#include "kv/tune.h"
 #include "kv/vmap.h"
 
 kv_status kv_modes_register_all(void) {
     /* Each mode adds one line: `if ((st = kv_<mode>_register()) != KV_OK) return st;` */
     kv_status st = KV_OK;
-    /* perf_dispatch first: it replaces the CPU kernels with variant sets
-     * ("ref" among them) before any mode looks at them. */
-    if ((st = kv_tune_register()) != KV_OK) return st;
     if ((st = kv_trace_register()) != KV_OK) return st;
     if ((st = kv_functionalize_register()) != KV_OK) return st;
     if ((st = kv_autocast_register()) != KV_OK) return st;

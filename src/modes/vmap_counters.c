@@ -51,7 +51,7 @@ void kv_vmap_count_fallback(const kv_op *op) {
 /* By scanning the registry instead of kv_op_find, so asking about an
  * unknown name leaves the thread's last error alone. */
 static const kv_op *op_named(const char *full_name) {
-    if (full_name == NULL || kv_init() != KV_OK) return NULL;
+    if (full_name == NULL || kv_dispatch_init() != KV_OK) return NULL;
     const int n = kv_op_count();
     for (int i = 0; i < n; i++) {
         const kv_op *op = kv_op_at(i);

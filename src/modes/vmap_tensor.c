@@ -83,7 +83,7 @@ kv_tensor *kv_vmap_movedim(kv_tensor *t, int64_t from, int64_t to) {
 kv_tensor *kv_vmap_front(const struct kv_batched_info *bi) { return kv_vmap_movedim(bi->value, bi->bdim, 0); }
 
 kv_tensor *kv_vmap_add_batch_dim(kv_tensor *physical, int64_t bdim, int level) {
-    if (kv_init() != KV_OK) return NULL;
+    if (kv_dispatch_init() != KV_OK) return NULL;
     if (physical == NULL) {
         kv_error(KV_ERR_INVALID_ARG, "vmap: add_batch_dim: argument 'physical': is NULL");
         return NULL;

@@ -1,8 +1,9 @@
 /* kvrun, the case runner's command line (DESIGN.md section 6): the
  * runner's own flags, the case grammar for everything else, and
  * runner/driver.h for the run itself.
- * Exit 0 when nothing failed, errored, crashed or timed out; 1 otherwise
- * (and when the library fails to initialize); 2 on a usage error. */
+ * Exit 0 when nothing failed, errored, crashed or timed out; 1 otherwise;
+ * 2 on a usage or configuration error (a bad flag, case line or KV_*
+ * variable, which kv_init reports naming it). */
 #include "kv/kv.h"
 #include "kv/backend.h"
 
@@ -15,11 +16,7 @@
 #include <sys/stat.h>
 
 #include "kv/op_ids.h"
-#include "runner/check_fastpath.h"
-#include "runner/driver.h"
-#include "runner/merge.h"
-#include "runner/perf.h"
-#include "runner/report.h"
+#include "runner/runner.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -41,6 +38,10 @@ static void usage(FILE *f) {
             "  --jobs=N            worker processes (default: the number of online CPUs)\n"
             "  --shard=K/N         run shard K of N (1 <= K <= N): the j-th selected case\n"
             "                      (in file order, after --filter) when j %% N == K-1\n"
+            "  --shard=auto[/N]    K/N from the CI engine: GitLab CI_NODE_INDEX/CI_NODE_TOTAL,\n"
+            "                      Buildkite BUILDKITE_PARALLEL_JOB/_COUNT, a Kubernetes\n"
+            "                      Indexed Job's JOB_COMPLETION_INDEX, or KV_SHARD_INDEX\n"
+            "                      (1-based); the last two with N or KV_SHARD_TOTAL\n"
             "  --timeout=SEC       per-case timeout in seconds (default %g); a case past\n"
             "                      it is killed and reported TIMEOUT\n"
             "  --isolate=MODE      fork (default): each case in a forked worker, so a\n"
@@ -54,12 +55,21 @@ static void usage(FILE *f) {
             "                      Entries no case produced are removed only when the run\n"
             "                      is the whole suite: directories only, no case options,\n"
             "                      no --filter, no --shard\n"
+            "  --golden=MODE       a case whose golden key is not in the store: store: ERROR;\n"
+            "                      live: compared against the reference kernel run live\n"
+            "                      (its golden row is SKIP, saying so); auto (default):\n"
+            "                      live for a case line on the command line, store for\n"
+            "                      every case read from a file (the suite stays strict)\n"
             "  --dump=DIR          write each selected case's inputs and outputs to DIR\n"
             "  --gate=GATE         seed, exact or both (default): the redispatch gates the\n"
             "                      fastpath check (device=accel cases) runs under; the\n"
             "                      other checks use KV_REDISPATCH_GATE (default exact)\n"
-            "  --baseline=FILE     known failures: matching failures become XFAIL, matching\n"
-            "                      passes XPASS (a stale entry fails the run)\n"
+            "  --baseline=FILE     known failures, lines of CASE_GLOB [CHECK_GLOB [BACKEND_GLOB]]:\n"
+            "                      matching failures become XFAIL; the passes of an entry\n"
+            "                      whose rows all pass become XPASS (a stale entry fails\n"
+            "                      the run); entries matching nothing are named; an unknown\n"
+            "                      check or backend exits 2. Every run writes\n"
+            "                      REPORT_DIR/failures.txt in this format\n"
             "  --mode=perf         time every kernel variant of each selected cpu case\n"
             "                      instead of checking it (in this process, one case at a\n"
             "                      time): median and min, GB/s or GFLOP/s, speedup over\n"
@@ -77,20 +87,34 @@ static void usage(FILE *f) {
             "                      colon-separated list); repeatable. Without it:\n"
             "                      KV_BACKEND_PATH (same syntax; empty loads none), else\n"
             "                      every build/backends/*.so. A plugin that cannot load\n"
-            "                      or is unavailable is reported on stderr and skipped;\n"
-            "                      its cases are UNSUPPORTED\n"
+            "                      is an ERROR row in every report (exit 1); one that is\n"
+            "                      unavailable here (CUDA without a GPU) gives UNSUPPORTED\n"
+            "                      rows. Each plugin is first loaded in a forked child:\n"
+            "                      a crash, exit or hang while loading is reported, not\n"
+            "                      fatal (KV_BACKEND_PROBE_TIMEOUT, default 30 s)\n"
+            "  --require-backend=NAME[,NAME]  fail the run (ERROR rows) unless these\n"
+            "                      backends are available; repeatable\n"
+            "  --accel-target=NAME the accel device's target: any loaded backend by its\n"
+            "                      name (cpu, sim, cuda, a plugin's own name) or auto;\n"
+            "                      the same as KV_ACCEL_TARGET\n"
             "\n"
             "Environment (perf_dispatch, kv/tune.h): KV_PERFDISPATCH_FORCE=op:variant,...\n"
             "pins kernel variants ('?' lists every op's variants and exits 0; a bad entry\n"
             "exits 2), KV_PERFDISPATCH_LOG=1 logs each choice, KV_PERFDISPATCH_RETUNE=N\n"
             "re-tunes a geometry after N calls. --check=tune checks the choices.\n"
             "\n"
+            "--check=accuracy measures every backend and variant in ulps against the\n"
+            "correctly rounded truth (max and 99.9%%: %s/accuracy.md, accuracy.jsonl);\n"
+            "--fill=sweep walks a dtype's bit patterns. The full sweep:\n"
+            "  kvrun cases/accuracy/sweep.sweep --timeout=900\n"
+            "\n"
             "A case line pastes after kvrun unchanged; every failure prints a repro line.\n"
             "Cases with the same ID run once. A run that selects no case is an error.\n"
             "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
-            "2 usage errors (bad flags, malformed case lines, nothing selected).\n",
+            "2 usage or configuration errors (unknown flags, bad values, malformed case lines,\n"
+            "nothing selected, and any empty or unknown KV_* value, named in the message).\n",
             KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR,
-            KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP);
+            KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP, KV_DRIVER_DEFAULT_REPORT_DIR);
 }
 
 /* Loads the backend plugins (kv_init never does): one stderr line per
@@ -99,10 +123,88 @@ static void load_backends(const char *const *paths, int n) {
     if (kv_backend_load_default(paths, n, stderr) < 0) fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
 }
 
+/* Appends `word` to buf as one shell word: as is when every character is
+ * literal to a POSIX shell, else in single quotes ('\'' for a quote). */
+static void put_shell_word(char *buf, size_t cap, const char *word) {
+    size_t n = strlen(buf);
+    bool plain = word[0] != '\0';
+    for (const char *p = word; *p && plain; p++)
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                strchr("._,:=+-/@%", *p) != NULL;
+    if (n > 0 && n + 1 < cap) buf[n++] = ' ';
+    if (plain) {
+        snprintf(buf + n, cap - n, "%s", word);
+        return;
+    }
+    if (n + 1 < cap) buf[n++] = '\'';
+    for (const char *p = word; *p && n + 5 < cap; p++) {
+        if (*p == '\'') {
+            memcpy(buf + n, "'\\''", 4);
+            n += 4;
+        } else {
+            buf[n++] = *p;
+        }
+    }
+    if (n + 1 < cap) buf[n++] = '\'';
+    buf[n < cap ? n : cap - 1] = '\0';
+}
+
+/* A KV_* variable at its documented default changes nothing: left out of
+ * repro lines so they stay short. */
+static bool env_is_default(const char *name, const char *value) {
+    static const char *const defaults[][2] = {
+        { "KV_NO_REDISPATCH", "0" }, { "KV_REDISPATCH_GATE", "exact" }, { "KV_NO_DISPATCH_CACHE", "0" },
+        { "KV_ACCEL_DISABLE", "" },  { "KV_PERFDISPATCH_LOG", "0" },    { "KV_ACCEL_TARGET", "auto" },
+    };
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        if (strcmp(name, defaults[i][0]) == 0 && strcmp(value, defaults[i][1]) == 0) return true;
+    return false;
+}
+
+/* The start of every repro line (runner/case/case.h): the KV_* settings
+ * that differ from their defaults, the program as invoked, every plugin
+ * this run tried to load, the accel target and the fastpath gates. The
+ * plugins are spelled out, so KV_BACKEND_PATH is not needed; the accel
+ * target is spelled as the flag. */
+static void set_repro_prefix(unsigned fastpath_gates, const char *argv0) {
+    extern char **environ;
+    char buf[KV_CASE_REPRO_MAX / 2];
+    char word[600]; /* "--backend=" and a record's path */
+    buf[0] = '\0';
+    for (char **e = environ; *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "KV_", 3) != 0 || eq == NULL) continue;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+        if (strcmp(name, "KV_BACKEND_PATH") == 0 || strcmp(name, "KV_ACCEL_TARGET") == 0 ||
+            env_is_default(name, eq + 1))
+            continue;
+        put_shell_word(buf, sizeof buf, *e);
+    }
+    put_shell_word(buf, sizeof buf, argv0);
+    for (int i = 0; i < kv_backend_count(); i++) {
+        snprintf(word, sizeof word, "--backend=%s", kv_backend_at(i)->path);
+        put_shell_word(buf, sizeof buf, word);
+    }
+    if (kv_backend_count() == 0) put_shell_word(buf, sizeof buf, "--backend="); /* none, not the default folder */
+    char target[64];
+    kv_accel_requested_target(target, sizeof target);
+    if (strcmp(target, "auto") != 0) {
+        snprintf(word, sizeof word, "--accel-target=%s", target);
+        put_shell_word(buf, sizeof buf, word);
+    }
+    if (fastpath_gates != 0) {
+        snprintf(word, sizeof word, "--gate=%s", kv_fastpath_gates_name(fastpath_gates));
+        put_shell_word(buf, sizeof buf, word);
+    }
+    kv_case_repro_set_prefix(buf);
+}
+
 static int list_ops(const char *const *backends, int nbackends) {
     if (kv_init() != KV_OK) {
+        /* A bad KV_* setting (the message names it): a configuration error. */
         fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
-        return 1;
+        return 2;
     }
     load_backends(backends, nbackends);
     int n = kv_op_count();
@@ -148,6 +250,8 @@ static const kv_flag kv_flags[] = {
     { "help", KV_FLAG_BOOL, false },       { "version", KV_FLAG_BOOL, false },
     { "list-ops", KV_FLAG_BOOL, false },   { "backend", KV_FLAG_VALUE, true },
     { "gate", KV_FLAG_VALUE, false },      { "perf-reps", KV_FLAG_VALUE, false },
+    { "accel-target", KV_FLAG_VALUE, false }, { "require-backend", KV_FLAG_VALUE, true },
+    { "golden", KV_FLAG_VALUE, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -183,6 +287,9 @@ typedef struct kv_cli {
     int npaths;
     const char **backends;
     int nbackends;
+    char *require_text[16];      /* --require-backend values, split in place */
+    const char *require[64];
+    int nrequire, nrequire_text;
     bool merge, help, version, list_ops;
     bool perf;                   /* --mode=perf */
     kv_perf_options perf_o;
@@ -199,6 +306,22 @@ static int kv_usage_error(const char *fmt, ...) {
     fputs(" (kvrun --help lists the flags)\n", stderr);
     va_end(ap);
     return 2;
+}
+
+/* --require-backend=NAME[,NAME...]: names, spaces around them ignored. */
+static int kv_cli_require(kv_cli *c, const char *v) {
+    if (c->nrequire_text >= (int)(sizeof c->require_text / sizeof c->require_text[0])) return -1;
+    char *copy = strdup(v);
+    if (copy == NULL) return -1;
+    c->require_text[c->nrequire_text++] = copy;
+    for (char *tok = strtok(copy, ","); tok != NULL; tok = strtok(NULL, ",")) {
+        while (*tok == ' ') tok++;
+        size_t n = strlen(tok);
+        while (n > 0 && tok[n - 1] == ' ') tok[--n] = '\0';
+        if (n == 0 || c->nrequire >= (int)(sizeof c->require / sizeof c->require[0])) return -1;
+        c->require[c->nrequire++] = tok;
+    }
+    return c->nrequire > 0 ? 0 : -1;
 }
 
 static int kv_parse_int(const char *s, long lo, long hi, int *out) {
@@ -231,10 +354,21 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         }
     } else if (strcmp(n, "backend") == 0) {
         c->backends[c->nbackends++] = v;
+    } else if (strcmp(n, "accel-target") == 0) {
+        /* The same as KV_ACCEL_TARGET, so forked workers, the repro line
+         * and the library all see one setting; checked by kv_init. */
+        if (setenv("KV_ACCEL_TARGET", v, 1) != 0) return kv_usage_error("--accel-target=%s: cannot set it", v);
+    } else if (strcmp(n, "require-backend") == 0) {
+        if (kv_cli_require(c, v) != 0) return kv_usage_error("--require-backend=%s: expected NAME[,NAME...]", v);
     } else if (strcmp(n, "jobs") == 0) {
         if (kv_parse_int(v, 1, 4096, &c->o.jobs) != 0) {
             return kv_usage_error("--jobs=%s: must be a whole number from 1 to 4096", v);
         }
+    } else if (strcmp(n, "shard") == 0 && strncmp(v, "auto", 4) == 0) {
+        char source[128];
+        if (kv_shard_auto(v, &c->o.shard_k, &c->o.shard_n, source, sizeof source) != KV_OK)
+            return kv_usage_error("%s", kv_last_error_message());
+        fprintf(stderr, "kvrun: --shard=%s: shard %d/%d (%s)\n", v, c->o.shard_k, c->o.shard_n, source);
     } else if (strcmp(n, "shard") == 0) {
         const char *slash = strchr(v, '/');
         char kbuf[32];
@@ -268,6 +402,9 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->o.golden_dir = v;
     } else if (strcmp(n, "regen-golden") == 0) {
         c->o.regen_golden = true;
+    } else if (strcmp(n, "golden") == 0) {
+        if (kv_golden_mode_parse(v, &c->o.golden_mode) != 0)
+            return kv_usage_error("--golden=%s: expected auto, store or live", v);
     } else if (strcmp(n, "dump") == 0) {
         c->o.dump_dir = v;
     } else if (strcmp(n, "baseline") == 0) {
@@ -288,6 +425,52 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
     return 0;
 }
 
+/* Edit distance with adjacent transpositions (so "fitler" is 1 from
+ * "filter"), for the "did you mean" of an unknown flag. */
+static int kv_edit_distance(const char *a, size_t la, const char *b) {
+    const size_t lb = strlen(b);
+    if (la > 40 || lb > 40) return 99;
+    int d[41][41];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        for (size_t j = 1; j <= lb; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[la][lb];
+}
+
+/* An argument that is neither a runner flag nor a case option's --key is
+ * an unknown flag: said so (exit 2) with the closest name of either kind,
+ * rather than left to the grammar, which would call it a case option. */
+static int kv_unknown_flag(const char *arg) {
+    const char *name = arg + 2;
+    const size_t len = strcspn(name, "=");
+    char key[64];
+    if (len == 0 || len >= sizeof key) return kv_usage_error("'%s': unknown flag", arg);
+    memcpy(key, name, len);
+    key[len] = '\0';
+    if (kv_case_option_find(key) >= 0 || strcmp(key, "batch") == 0 || strcmp(key, "reset") == 0) return 0;
+    const char *best = NULL;
+    int best_d = 3; /* suggest only within 2 edits */
+    for (int i = 0; i < KV_NFLAGS; i++) {
+        const int d = kv_edit_distance(key, len, kv_flags[i].name);
+        if (d < best_d) best_d = d, best = kv_flags[i].name;
+    }
+    for (int i = 0; i < kv_case_option_count; i++) {
+        const int d = kv_edit_distance(key, len, kv_case_options[i].name);
+        if (d < best_d) best_d = d, best = kv_case_options[i].name;
+    }
+    if (best != NULL) return kv_usage_error("'%s': unknown flag --%s; did you mean --%s?", arg, key, best);
+    return kv_usage_error("'%s': unknown flag --%s (neither a runner flag nor a case option)", arg, key);
+}
+
 static int kv_cli_parse(kv_cli *c, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -306,7 +489,9 @@ static int kv_cli_parse(kv_cli *c, int argc, char **argv) {
         }
         const int f = kv_flag_of(a);
         if (f < 0) {
-            c->case_options = true; /* the grammar judges it */
+            const int rc = kv_unknown_flag(a);
+            if (rc != 0) return rc;
+            c->case_options = true; /* the grammar judges its value */
             continue;
         }
         int rc = kv_cli_flag(c, f, a);
@@ -386,7 +571,7 @@ static int kvrun_tune_env(void) {
 /* perf mode times variants in this process: the flags about checks,
  * goldens and workers do not apply to it (a silent no-op would mislead). */
 static int kv_perf_flags_check(const kv_cli *c) {
-    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout" };
+    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout", "golden" };
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
         if (!c->seen[f]) continue;
@@ -422,12 +607,22 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
             return 2;
         }
     }
-    if (kv_init() != KV_OK) {
+    double probe_timeout = 0;
+    if (kv_init() != KV_OK || kv_backend_probe_timeout(&probe_timeout) != KV_OK) {
+        /* A bad KV_* setting (the message names it): a configuration error. */
         fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
         kv_path_list_free(&files);
-        return 1;
+        return 2;
     }
     load_backends(c->backends, c->nbackends);
+    if (kv_driver_accel_target_check() != KV_OK) {
+        fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+        kv_path_list_free(&files);
+        return 2;
+    }
+    c->o.require_backends = c->require;
+    c->o.nrequire = c->nrequire;
+    set_repro_prefix(c->o.fastpath_gates, argv[0]);
     const int tune_rc = kvrun_tune_env();
     if (tune_rc >= 0) {
         kv_path_list_free(&files);
@@ -454,6 +649,7 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
         if (k > 0) n += k;
     }
     c->o.run_name = name;
+    c->o.version = KV_VERSION_STRING;
     c->o.filters = c->filters;
     c->o.nfilters = c->nfilters;
     const int rc = kv_driver_run(&c->o, &cases, stdout);
@@ -492,6 +688,7 @@ int main(int argc, char **argv) {
     }
     free(c.filters);
     free(c.backends);
+    for (int i = 0; i < c.nrequire_text; i++) free(c.require_text[i]);
     free(c.paths);
     return rc;
 }

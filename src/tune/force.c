@@ -231,7 +231,7 @@ static kv_status force_install(const char *spec, bool strict);
 kv_status kv_tune_force_set(const char *spec) { return force_install(spec, true); }
 
 static kv_status force_install(const char *spec, bool strict) {
-    kv_status st = kv_init();
+    kv_status st = kv_dispatch_init();
     if (st != KV_OK) return st;
     force_map m;
     m.n = 0;
@@ -275,7 +275,7 @@ static char g_env_message[512];
 
 static kv_status env_load_log(void) {
     const char *v = getenv("KV_PERFDISPATCH_LOG");
-    if (v == NULL || v[0] == '\0' || strcmp(v, "0") == 0) return KV_OK;
+    if (v == NULL || strcmp(v, "0") == 0) return KV_OK;
     if (strcmp(v, "1") != 0)
         return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_LOG: expected 0 or 1, got '%s'", v);
     kv_tune_log_set_enabled(true);
@@ -284,7 +284,7 @@ static kv_status env_load_log(void) {
 
 static void env_once(void) {
     g_env_result = KV_TUNE_ENV_OK;
-    kv_status st = kv_init();
+    kv_status st = kv_dispatch_init();
     if (st == KV_OK) st = env_load_log();
     if (st == KV_OK) st = kv_tune_config_from_env();
     if (st == KV_OK) {
@@ -292,6 +292,8 @@ static void env_once(void) {
         const char *b = v ? v : "", *e = b + strlen(b);
         trim(&b, &e);
         if (e - b == 1 && *b == '?') g_env_result = KV_TUNE_ENV_LIST;
+        else if (v && b == e)
+            st = kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: empty value '%s' (unset it, or give op:variant)", v);
         else if (v) st = force_install(v, false);
     }
     if (st != KV_OK) {

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kv/lazy.h"
 #include "kv/rng.h"
 #include "kv/tensor.h"
 

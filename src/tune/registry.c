@@ -216,7 +216,7 @@ bool kv_tune_is_dispatching(const kv_op *op, kv_key backend) {
 }
 
 void kv_tune_list(FILE *out) {
-    if (kv_init() != KV_OK) {
+    if (kv_dispatch_init() != KV_OK) {
         fprintf(out, "perf_dispatch: %s\n", kv_last_error_message());
         return;
     }

@@ -208,6 +208,10 @@ static kv_status parse_var(cfg_field f, kv_tune_config *global, env_op_setting *
     const char *var = g_fields[f].var;
     const char *v = getenv(var);
     if (v == NULL) return KV_OK;
+    /* Set but with no entry at all (empty or blanks and commas): an error,
+     * as for every KV_* variable (README "Exit codes"). */
+    if (v[strspn(v, " \t,")] == '\0')
+        return kv_error(KV_ERR_INVALID_ARG, "%s: empty value '%s' (unset it, or give N or op:N entries)", var, v);
     const char *p = v;
     while (*p) {
         const char *b = p, *e = p;

@@ -4,11 +4,13 @@
  * documented rule, written out again here:
  *   KV_REDISPATCH_GATE    "seed" | "exact", anything else rejected
  *   KV_NO_REDISPATCH      unset or "0": fast paths on; anything else off
- *   KV_ACCEL_DISABLE      comma list of metadata,to_copy,cat,group_norm
+ *   KV_ACCEL_DISABLE      comma list of metadata,to_copy,cat,group_norm;
+ *                         blanks around entries ignored, empty entries
+ *                         skipped, no entry at all an error
  *   KV_ACCEL_TARGET       cpu | sim | cuda | auto (unset = auto)
- *   KV_NO_DISPATCH_CACHE  unset, "" or "0": cache on; "1": off; else error
+ *   KV_NO_DISPATCH_CACHE  unset or "0": cache on; "1": off; else ("" too) error
  *   KV_PERFDISPATCH_FORCE op:variant[,op:variant...] (parsed, not installed)
- *   KV_CACHING_ALLOCATOR  unset, "" or "1": cache on; "0": off; else error
+ *   KV_CACHING_ALLOCATOR  unset or "1": cache on; "0": off; else ("" too) error
  * Every rejection must carry a message naming the variable. */
 #include "fuzz.h"
 
@@ -42,48 +44,61 @@ static void check_rejected(int var, kv_status st, const char *v) {
                   kv_last_error_message());
 }
 
-/* Whether `name` is one whole entry of the comma list. */
-static bool listed(const char *list, const char *name) {
-    const size_t n = strlen(name);
+static bool blank(char ch) { return ch == ' ' || (ch >= '\t' && ch <= '\r'); }
+
+/* Calls fn on each entry of the comma list with its blanks trimmed. */
+static void entries(const char *list, void (*fn)(const char *p, size_t len, void *ctx), void *ctx) {
     for (const char *p = list;;) {
         const char *end = strchr(p, ',');
-        const size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0) return true;
-        if (end == NULL) return false;
+        const char *e = end ? end : p + strlen(p), *b = p;
+        while (b < e && blank(*b)) b++;
+        while (e > b && blank(e[-1])) e--;
+        fn(b, (size_t)(e - b), ctx);
+        if (end == NULL) return;
         p = end + 1;
     }
+}
+
+typedef struct list_state {
+    const char *name; /* the entry looked for, or NULL */
+    bool found, valid;
+    int nonempty;
+} list_state;
+
+static void visit(const char *p, size_t len, void *ctx) {
+    list_state *st = ctx;
+    if (len == 0) return;
+    st->nonempty++;
+    if (st->name && len == strlen(st->name) && strncmp(p, st->name, len) == 0) st->found = true;
+    bool known = false;
+    for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) {
+        const char *name = kv_accel_special_name((kv_accel_special)i);
+        if (len == strlen(name) && strncmp(p, name, len) == 0) known = true;
+    }
+    if (!known) st->valid = false;
 }
 
 static void check_disable(const char *v) {
     bool special[KV_ACCEL_SPECIAL_COUNT];
     const kv_status st = kv_accel_parse_disable_list(v, special);
-    if (v == NULL || v[0] == '\0') {
-        KV_FUZZ_CHECK(st == KV_OK, "empty list rejected");
-        for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) KV_FUZZ_CHECK(special[i], "empty list disabled %d", i);
+    if (v == NULL) {
+        KV_FUZZ_CHECK(st == KV_OK, "unset rejected");
+        for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) KV_FUZZ_CHECK(special[i], "unset disabled %d", i);
         return;
     }
-    /* Valid exactly when every entry is a known name. */
-    bool valid = true;
-    for (const char *p = v;;) {
-        const char *end = strchr(p, ',');
-        const size_t len = end ? (size_t)(end - p) : strlen(p);
-        bool known = false;
-        for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) {
-            const char *name = kv_accel_special_name((kv_accel_special)i);
-            if (len == strlen(name) && strncmp(p, name, len) == 0) known = true;
-        }
-        valid = valid && known;
-        if (end == NULL) break;
-        p = end + 1;
-    }
-    if (!valid) {
+    /* Valid exactly when there is an entry and every entry is a known name. */
+    list_state all = { NULL, false, true, 0 };
+    entries(v, visit, &all);
+    if (!all.valid || all.nonempty == 0) {
         check_rejected(DISABLE, st, v);
         return;
     }
     KV_FUZZ_CHECK(st == KV_OK, "KV_ACCEL_DISABLE='%s' rejected: %s", v, kv_last_error_message());
     for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) {
         const char *name = kv_accel_special_name((kv_accel_special)i);
-        KV_FUZZ_CHECK(special[i] == !listed(v, name), "KV_ACCEL_DISABLE='%s': %s is %s", v, name,
+        list_state one = { name, false, true, 0 };
+        entries(v, visit, &one);
+        KV_FUZZ_CHECK(special[i] == !one.found, "KV_ACCEL_DISABLE='%s': %s is %s", v, name,
                       special[i] ? "on" : "off");
     }
 }
@@ -117,10 +132,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     case DISABLE: check_disable(v); break;
     case TARGET: {
-        kv_key k = KV_KEY_CPU;
-        const kv_status st = kv_accel_parse_target(v, &k);
-        const bool valid = v == NULL || strcmp(v, "auto") == 0 || strcmp(v, "cpu") == 0 || strcmp(v, "sim") == 0 ||
-                           strcmp(v, "cuda") == 0;
+        char k[KV_ACCEL_TARGET_NAME_MAX];
+        const kv_status st = kv_accel_parse_target(v, k);
+        /* auto, or a backend name: [a-z][a-z0-9_-]*, shorter than 32, not accel. */
+        bool valid = v == NULL || strcmp(v, "auto") == 0;
+        if (!valid && v[0] >= 'a' && v[0] <= 'z' && strlen(v) < KV_ACCEL_TARGET_NAME_MAX && strcmp(v, "accel") != 0) {
+            valid = true;
+            for (const char *p = v; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-')) valid = false;
+        }
         if (valid) KV_FUZZ_CHECK(st == KV_OK, "KV_ACCEL_TARGET='%s' rejected", shown);
         else check_rejected(TARGET, st, shown);
         break;
@@ -129,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         bool on = false;
         const kv_status st = kv_dispatch_parse_cache_env(v, &on);
         const bool off = v && strcmp(v, "1") == 0;
-        const bool valid = v == NULL || v[0] == '\0' || strcmp(v, "0") == 0 || off;
+        const bool valid = v == NULL || strcmp(v, "0") == 0 || off;
         if (valid) KV_FUZZ_CHECK(st == KV_OK && on == !off, "KV_NO_DISPATCH_CACHE='%s'", shown);
         else check_rejected(CACHE, st, shown);
         break;
@@ -138,7 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         bool on = false;
         const kv_status st = kv_cpu_cache_parse_env(v, &on);
         const bool off = v && strcmp(v, "0") == 0;
-        const bool valid = v == NULL || v[0] == '\0' || strcmp(v, "1") == 0 || off;
+        const bool valid = v == NULL || strcmp(v, "1") == 0 || off;
         if (valid) KV_FUZZ_CHECK(st == KV_OK && on == !off, "KV_CACHING_ALLOCATOR='%s'", shown);
         else check_rejected(ALLOC, st, shown);
         break;

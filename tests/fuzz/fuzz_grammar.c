@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "kv/kv.h"
-#include "runner/case.h"
-#include "runner/expand.h"
+#include "runner/case/case.h"
+#include "runner/case/expand.h"
 
 /* Repro round trips per input: expansion may give up to
  * KV_EXPAND_MAX_CASES cases a line, and each round trip parses again. */

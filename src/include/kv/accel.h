@@ -47,7 +47,8 @@
  *   group_norm  native_group_norm makes a non-contiguous accel input
  *               contiguous before boxing.
  *
- * The target: KV_ACCEL_TARGET=cpu|sim|cuda; unset means cuda when a CUDA
+ * The target: KV_ACCEL_TARGET=<backend name> (cpu, sim, cuda, or a loaded
+ * plugin's own name such as onednn) or auto; unset or auto means cuda when a CUDA
  * backend is registered (its allocator is installed), else sim when a SIM
  * backend is, else cpu. Environment variables are read once, when kv_init
  * runs; a malformed value makes kv_init fail with a message naming the
@@ -69,10 +70,13 @@
  * requested target is not available (accel ops then fail with a message
  * saying why). */
 kv_key kv_accel_target(void);
-/* "cpu", "sim", "cuda"; "none" when unavailable. */
+/* "cpu", "sim", "cuda", a plugin's name; "none" when unavailable. */
 const char *kv_accel_target_name(void);
-/* Selects the target: "cpu", "sim", "cuda", or NULL / "auto" for the
- * default rule. Meant for start-up (a backend loader calls it after
+/* What was asked for (KV_ACCEL_TARGET or the last kv_accel_select_target):
+ * a backend's name, or "auto"; written into buf, which is returned. */
+const char *kv_accel_requested_target(char *buf, int cap);
+/* Selects the target by backend name ("cpu", "sim", "cuda", a plugin's own
+ * name), or NULL / "auto" for the default rule. Meant for start-up (a backend loader calls it after
  * registering a plugin), before any accel tensor exists: accel memory
  * already allocated stays where it is. KV_ERR_INVALID_ARG for an unknown
  * name, KV_ERR_DEVICE when that backend is not registered (the target is

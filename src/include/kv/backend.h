@@ -13,7 +13,12 @@
  * fills the rest and returns 0:
  *   name, device_type   "sim" on KV_DEVICE_SIM, "cuda" on KV_DEVICE_CUDA;
  *                       an out-of-tree backend asks for KV_BACKEND_SLOT_ANY
- *                       and is given a free PLUGIN0..3 slot;
+ *                       and is given a free PLUGIN0..3 slot, which then
+ *                       goes by its name everywhere (device "npu", key
+ *                       "npu", KV_ACCEL_TARGET=npu, report rows). A name
+ *                       is lowercase letters, digits, '_' and '-',
+ *                       starting with a letter, and must not be taken;
+ *   version             optional free text, shown in reports;
  *   available, reason   0 plus a reason ("no CUDA device") when it cannot
  *                       run here: it is then skipped, nothing of it is
  *                       installed, and its cases are UNSUPPORTED;
@@ -54,11 +59,13 @@
 #include "kv/dispatch.h"
 #include "kv/tensor.h"
 
-#define KV_BACKEND_ABI_VERSION 1
+/* 2: kv_backend_desc gained `version`. */
+#define KV_BACKEND_ABI_VERSION 2
 #define KV_BACKEND_ENTRY_NAME "kv_backend_entry"
 #define KV_BACKEND_SLOT_ANY KV_DEVICE_TYPE_COUNT /* desc->device_type: any free PLUGINn slot */
 #define KV_BACKEND_NAME_MAX 32
 #define KV_BACKEND_REASON_MAX 256
+#define KV_BACKEND_VERSION_MAX 64
 
 /* ---- what the host offers a plugin (filled by the loader) ---- */
 typedef struct kv_host_api {
@@ -138,6 +145,9 @@ typedef struct kv_backend_desc {
     kv_backend_mem_ops mem;
     /* `type` is the slot it got (its kernels' key). */
     kv_status (*register_kernels)(void *context, kv_device_type type);
+    /* Free-form: the plugin's own version and what it runs on ("1.2 on
+     * oneDNN 2.6.3"), shown in the run's header and meta.json. */
+    char version[KV_BACKEND_VERSION_MAX];
 } kv_backend_desc;
 
 typedef int (*kv_backend_entry_fn)(kv_backend_desc *desc, int abi_version);
@@ -157,6 +167,7 @@ typedef enum kv_backend_state {
 typedef struct kv_backend_info {
     char path[512];
     char name[KV_BACKEND_NAME_MAX];   /* "" when it never said */
+    char version[KV_BACKEND_VERSION_MAX]; /* "" when it never said */
     kv_device_type device_type;       /* KV_DEVICE_TYPE_COUNT when unknown */
     kv_backend_state state;
     kv_status status;                 /* KV_OK when loaded */
@@ -175,6 +186,13 @@ typedef struct kv_backend_info {
  *   other                its register_kernels failed (its status).
  * Every attempt is recorded (kv_backend_at). Calls kv_init. */
 kv_status kv_backend_load(const char *path);
+/* Before loading for real, kv_backend_load runs the whole load in a forked
+ * child: a plugin that crashes, calls exit or hangs (longer than
+ * KV_BACKEND_PROBE_TIMEOUT seconds, default 30) in its constructors, entry
+ * point or registration is recorded as failed, naming what happened and
+ * where, and never touches the calling process. This reads and checks the
+ * variable (KV_ERR_INVALID_ARG naming it and the value). */
+kv_status kv_backend_probe_timeout(double *seconds);
 
 /* Attempts so far, in order (failures and unavailable ones included). */
 int kv_backend_count(void);
@@ -235,6 +253,13 @@ kv_tensor *kv_backend_readable(const kv_tensor *t);
 /* Waits for the device of type t to finish queued work (no-op for host
  * memory). */
 kv_status kv_backend_synchronize(kv_device_type t);
+/* Raw bytes between the host and memory of device type t (a device
+ * address as its allocator returned it, plus a byte offset), through its
+ * backend's copy operations; plain memcpy for host memory. For code that
+ * owns device blocks below the tensor level: the runner's guarded
+ * allocator writes and reads its redzones with these. */
+kv_status kv_backend_mem_write(kv_device_type t, void *dst, const void *host_src, size_t nbytes);
+kv_status kv_backend_mem_read(kv_device_type t, void *host_dst, const void *src, size_t nbytes);
 
 /* Runs op's CPU reference kernel on the stack (the perf_dispatch "ref"
  * variant when the CPU key holds a variant set, so no tuning and no

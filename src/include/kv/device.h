@@ -35,7 +35,9 @@ typedef struct kv_device {
 
 static inline kv_key kv_device_key(kv_device d) { return (kv_key)d.type; }
 static inline int kv_device_equal(kv_device a, kv_device b) { return a.type == b.type && a.index == b.index; }
-const char *kv_device_type_name(kv_device_type t); /* "cpu", "cuda", "sim", "accel", "plugin0".. */
+/* "cpu", "cuda", "sim", "accel", "plugin0".., or a loaded plugin's own name
+ * (kv_key_set_plugin_name). */
+const char *kv_device_type_name(kv_device_type t);
 /* Parses "cpu", "sim", "accel", "cuda:1"; returns 0 on success, -1 if not. */
 int kv_device_parse(const char *text, kv_device *out);
 
@@ -66,6 +68,11 @@ void kv_allocator_install(kv_device_type t, const kv_allocator_iface *iface, voi
  * CPU allocator (e.g. one that fails, or adds redzones) can put it back:
  * kv_allocator_install(KV_DEVICE_CPU, kv_allocator_cpu_iface(), NULL). */
 const kv_allocator_iface *kv_allocator_cpu_iface(void);
+/* Makes `a` (what kv_allocator_for(t) returned earlier; NULL removes) the
+ * allocator of t again: how code that wrapped a backend's allocator for a
+ * while (the runner's guard) puts the backend's own back. Ignored when a
+ * is an allocator of another type. */
+void kv_allocator_reinstall(kv_device_type t, kv_allocator *a);
 
 void *kv_allocator_alloc(kv_allocator *a, size_t nbytes);
 void kv_allocator_free(kv_allocator *a, void *ptr, size_t nbytes);
@@ -82,8 +89,11 @@ bool kv_allocator_is_builtin_cpu(const kv_allocator *a);
  * Requests are rounded to size classes; freed blocks are kept for reuse:
  * up to 32 KiB per thread, larger ones in one process-wide cache holding
  * at most KV_CPU_CACHE_MAX_BYTES. On by default; KV_CACHING_ALLOCATOR=0
- * (read by kv_init; any value but unset, "", "0" and "1" is an error)
- * turns it off. The counters are the large cache's. */
+ * turns it off (read by core on its first allocation, or by kv_init
+ * first; any value but unset, "0" and "1", the empty string included, is
+ * an error kv_init reports). Only the built-in allocator caches: while
+ * another CPU allocator is installed, everything goes through it. The
+ * counters are the large cache's. */
 #define KV_CPU_CACHE_MAX_BYTES ((int64_t)1 << 30)
 typedef struct kv_cpu_cache_stats {
     bool enabled;
@@ -99,8 +109,9 @@ bool kv_cpu_cache_enabled(void);
 void kv_cpu_cache_set_enabled(bool on);
 /* Gives every cached block of the large cache and of this thread back to libc. */
 void kv_cpu_cache_empty(void);
-/* KV_CACHING_ALLOCATOR's parser (pure, for tests and the fuzzer) and the
- * read kv_init does. */
+/* KV_CACHING_ALLOCATOR's parser (pure, for tests and the fuzzer), and
+ * the variable's status: read once, an error raised on every call (the
+ * composition root, kv_init, calls it first). */
 kv_status kv_cpu_cache_parse_env(const char *value, bool *enabled);
 kv_status kv_cpu_cache_env_init(void);
 /* The built-in iface's functions (what kv_allocator_cpu_iface() holds). */

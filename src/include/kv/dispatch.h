@@ -17,12 +17,22 @@
 #include "kv/schema.h"
 #include "kv/stack.h"
 #include "kv/status.h"
+#include "kv/tls.h"
 
 typedef struct kv_op kv_op;
 
 /* A boxed kernel. `ks` is the key set the dispatcher selected it with; a
  * kernel at key K that wants the layers below calls
  * kv_redispatch(op, ks & kv_keyset_below(K), stack). */
+/* Whether the dispatcher checks that no backend kernel is handed a tensor
+ * with a lazy bit it does not fall through (kv/lazy.h): with -DKV_DEBUG_LAZY
+ * or without NDEBUG, which includes the normal -O2 -g build. */
+#if defined(KV_DEBUG_LAZY) || !defined(NDEBUG)
+#define KV_LAZY_CHECK 1
+#else
+#define KV_LAZY_CHECK 0
+#endif
+
 typedef kv_status (*kv_kernel_fn)(const kv_op *op, kv_keyset ks, kv_stack *stack);
 
 typedef enum kv_entry_kind {
@@ -32,9 +42,17 @@ typedef enum kv_entry_kind {
     KV_ENTRY_FALLTHROUGH   /* skip this key (per op or for every op) */
 } kv_entry_kind;
 
-/* Registers every op of ops.schema and the built-in CPU kernels. Runs once;
- * every lookup calls it, so explicit calls are optional. */
-kv_status kv_init(void);
+/* Builds the op registry: every op of ops.schema, with empty tables, and
+ * the environment the dispatcher reads (KV_NO_DISPATCH_CACHE). Runs once;
+ * every registry entry point calls it. It registers no kernel: kernels,
+ * modes and the accel device are composed above the dispatcher, by
+ * kv_init (kv/init.h), which calls this first. */
+kv_status kv_dispatch_init(void);
+/* Set by kv_init once every built-in kernel, mode and the accel device
+ * are registered: what a plugin loader checks before it registers on top
+ * (a plugin registered first would be overwritten). */
+void kv_dispatch_mark_composed(void);
+bool kv_dispatch_composed(void);
 
 /* ---- ops ---- */
 kv_status kv_op_register(const char *schema_text, const kv_op **out);
@@ -46,6 +64,16 @@ const kv_op *kv_op_find(const char *full_name);     /* NULL + KV_ERR_UNKNOWN_OP 
 const kv_op *kv_op_handle(_Atomic(const kv_op *) *cache, const char *full_name);
 bool kv_dispatch_cache_enabled(void);
 void kv_dispatch_cache_set_enabled(bool enabled); /* tests and the runner */
+
+/* An observer of backend kernels: called with enter=true just before the
+ * kernel (or backend fallback) at a backend key runs and enter=false just
+ * after it returns, on the calling thread, nested calls included (a
+ * backward formula's mul inside another op). The runner's workers record
+ * the kernel in flight with it, so a crash or hang inside a kernel is
+ * attributed to that op and backend. NULL (the default) removes it; the
+ * hot path then pays one relaxed atomic load. */
+typedef void (*kv_kernel_observer)(const kv_op *op, kv_key key, bool enter);
+void kv_dispatch_set_kernel_observer(kv_kernel_observer fn);
 
 const char *kv_op_name(const kv_op *op);
 const kv_schema *kv_op_schema(const kv_op *op);

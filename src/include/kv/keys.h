@@ -63,24 +63,28 @@ static inline kv_keyset kv_keyset_below(kv_key k) { return kv_keyset_of(k) - 1; 
 
 /* "CPU", "Autograd", "AccelBoxing", ... (PyTorch's spelling). */
 const char *kv_key_name(kv_key k);
+/* A plugin slot (KV_KEY_PLUGIN0..3) is known by its backend's own name
+ * once a backend is loaded into it ("npu" rather than "Plugin0"): the
+ * loader names the slot, and kv_key_name, kv_device_type_name and both
+ * parsers use the name from then on. NULL or "" restores the slot's
+ * default name. Start-up work, like loading. Returns 0, or -1 when k is
+ * not a plugin slot or the name is longer than 31 bytes. */
+int kv_key_set_plugin_name(kv_key k, const char *name);
+/* The plugin-given name of a slot, or NULL when it has none. */
+const char *kv_key_plugin_name(kv_key k);
 /* Accepts kv_key_name spellings; returns 0 on success, -1 if unknown. */
 int kv_key_parse(const char *name, kv_key *out);
 /* Writes "CPU|Conjugate|Autograd" (lowest first; "" when empty) into buf;
  * returns the full length like snprintf (truncated output stays terminated). */
 int kv_keyset_format(kv_keyset ks, char *buf, int cap);
 
-/* Thread-local included and excluded sets. Guards are values: push returns
- * the previous state, pop restores it, so nesting and early returns stay
- * correct as long as every push is paired with a pop. */
-typedef struct kv_tls_keys {
-    kv_keyset included;
-    kv_keyset excluded;
-} kv_tls_keys;
+/* Lazy bits are per-tensor functionality keys that a fallback
+ * materializes (DESIGN.md section 4); backend kernels never see them. */
+#define KV_KEYSET_LAZY \
+    (kv_keyset_of(KV_KEY_CONJUGATE) | kv_keyset_of(KV_KEY_NEGATIVE) | kv_keyset_of(KV_KEY_ZERO_TENSOR))
 
-kv_tls_keys kv_tls_get(void);
-void kv_tls_set(kv_tls_keys state);
-kv_tls_keys kv_tls_include_push(kv_keyset ks); /* included |= ks */
-kv_tls_keys kv_tls_exclude_push(kv_keyset ks); /* excluded |= ks */
-void kv_tls_pop(kv_tls_keys saved);
+static inline bool kv_key_is_lazy(kv_key k) {
+    return k == KV_KEY_CONJUGATE || k == KV_KEY_NEGATIVE || k == KV_KEY_ZERO_TENSOR;
+}
 
 #endif

@@ -43,18 +43,8 @@
 #include "kv/status.h"
 #include "kv/tensor.h"
 
-#define KV_KEYSET_LAZY \
-    (kv_keyset_of(KV_KEY_CONJUGATE) | kv_keyset_of(KV_KEY_NEGATIVE) | kv_keyset_of(KV_KEY_ZERO_TENSOR))
-
-#if defined(KV_DEBUG_LAZY) || !defined(NDEBUG)
-#define KV_LAZY_CHECK 1
-#else
-#define KV_LAZY_CHECK 0
-#endif
-
-static inline bool kv_key_is_lazy(kv_key k) {
-    return k == KV_KEY_CONJUGATE || k == KV_KEY_NEGATIVE || k == KV_KEY_ZERO_TENSOR;
-}
+/* KV_KEYSET_LAZY and kv_key_is_lazy are in kv/keys.h, KV_LAZY_CHECK in
+ * kv/dispatch.h: the keys and the dispatcher's check sit below the modes. */
 
 /* Registers the three fallbacks, the view-op fallthroughs and the kernels
  * at the lazy keys (called from kv_modes_register_all). Idempotent. */

@@ -40,4 +40,9 @@ kv_status kv_last_error(void);
 const char *kv_last_error_message(void);
 void kv_error_clear(void);
 
+/* Sets the thread's error to "<fmt>: <the previous message>" (or just
+ * <fmt> when there was none), so a caller adds where it happened to what
+ * went wrong below it. Returns `code`. */
+kv_status kv_error_prefix(kv_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif

@@ -101,10 +101,6 @@ kv_status kv_tune_unregister_all(const char *op_name, kv_key backend);
  * backend's variants (none for the CPU). fn NULL removes it. */
 void kv_tune_set_sync(kv_key backend, void (*fn)(void));
 
-/* Registers the CPU variants of kernels/cpu ("ref" = the golden reference
- * kernel of kernels/ref, plus the optimized ones). kv_init calls it. */
-kv_status kv_tune_register(void);
-
 /* ---- discovery ---- */
 /* Variants of (op, backend) in registration order; 0 when the pair has no
  * variant set. */

@@ -115,7 +115,7 @@ void kv_gen_emit_wrapper(const kv_gen_op *op, kv_gen_buf *out) {
     kv_gen_buf_printf(out,
                       " {\n"
                       "    static _Atomic(const kv_op *) handle;\n"
-                      "    const kv_op *op = kv_op_handle(&handle, \"%s\");\n"
+                      "    const kv_op *op = kv_api_op(&handle, \"%s\");\n"
                       "    if (!op) return %s;\n"
                       "    kv_ivalue slots[%d];\n"
                       "    kv_stack st = kv_stack_on(slots, %d);\n",
@@ -237,6 +237,7 @@ void kv_gen_emit_ops_api(const kv_gen_ops *ops, kv_gen_buf *out) {
                     " *\n"
                     " * The typed wrappers declared in kv/ops.h. */\n"
                     "#include \"kv/dispatch.h\"\n"
+                    "#include \"kv/init.h\"\n"
                     "#include \"kv/tensor.h\"\n"
                     "#include \"kv/ops.h\"\n");
     put_helpers(ops, out);

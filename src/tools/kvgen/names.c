@@ -32,7 +32,7 @@ static const char *const reserved_idents[] = {
     "kv_keyset_below", "kv_keyset_format", "kv_keyset_has", "kv_keyset_highest",
     "kv_keyset_of", "kv_keyset_remove", "kv_last_error", "kv_last_error_message",
     "kv_op", "kv_op_at", "kv_op_count", "kv_op_entry_fn",
-    "kv_op_entry_kind", "kv_op_fallthrough_keys", "kv_op_find", "kv_op_handle",
+    "kv_op_entry_kind", "kv_op_fallthrough_keys", "kv_op_find", "kv_op_handle", "kv_api_op",
     "kv_op_name", "kv_op_register", "kv_op_schema", "kv_promote_types",
     "kv_push_bool", "kv_push_device", "kv_push_double", "kv_push_dtype",
     "kv_push_int", "kv_push_ints", "kv_push_none", "kv_push_opt_bool",

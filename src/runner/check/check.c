@@ -1,0 +1,84 @@
+/* The check table and running one case (runner/check.h).
+ *
+ * A new check is a row here plus its run function in its own file; the
+ * loop below never names a check. Rows run in table order. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "runner/check/check.h"
+#include "runner/check/check_util.h"
+#include "runner/exec/inflight.h"
+#include "runner/report/dump.h"
+
+static const kv_check kv_checks[] = {
+    { "golden", KV_CHECK_GOLDEN, kv_check_golden_run },
+    { "variants", KV_CHECK_VARIANTS, kv_check_variants_run },
+    { "memory", KV_CHECK_MEMORY, kv_check_memory_run },
+    { "error", KV_CHECK_ERROR, kv_check_error_run },
+    { "lazy", KV_CHECK_LAZY, kv_check_lazy_run },
+    { "grad", KV_CHECK_GRAD, kv_check_grad_run },
+    { "fastpath", KV_CHECK_FASTPATH, kv_check_fastpath_run },
+    { "tune", KV_CHECK_TUNE, kv_check_tune_run },
+    { "accuracy", KV_CHECK_ACCURACY, kv_check_accuracy_run },
+};
+
+#define KV_CHECKS_N ((int)(sizeof kv_checks / sizeof kv_checks[0]))
+
+const kv_check *kv_check_find(kv_check_kind kind) {
+    for (int i = 0; i < KV_CHECKS_N; i++)
+        if (kv_checks[i].kind == kind) return &kv_checks[i];
+    return NULL;
+}
+
+static double check_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* An ERROR row for a check that could not even start. */
+static void check_error_row(const kv_check_ctx *ctx, const char *check, const char *message) {
+    kv_check_result r;
+    kv_check_result_begin(&r, ctx, check, NULL);
+    kv_check_result_set(&r, KV_RESULT_ERROR, "%s", message);
+    kv_check_push(ctx, &r);
+}
+
+void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *results) {
+    if (c == NULL || results == NULL) return;
+    static const kv_run_env no_env = { NULL, false, NULL, KV_GOLDEN_MODE_AUTO };
+    kv_check_ctx ctx = { c, NULL, env ? env : &no_env, results };
+    const unsigned checks = c->checks ? c->checks : kv_case_default_checks(c->expect);
+    ctx.op = kv_op_find(c->op);
+    if (ctx.op == NULL) {
+        char msg[KV_RESULT_MESSAGE_MAX];
+        snprintf(msg, sizeof msg, "unknown op '%s': %s", c->op, kv_last_error_message());
+        for (int i = 0; i < KV_CHECKS_N; i++)
+            if (checks & (1u << kv_checks[i].kind)) check_error_row(&ctx, kv_checks[i].name, msg);
+        return;
+    }
+    if (ctx.env->dump_dir != NULL) {
+        const double t0 = check_now();
+        if (kv_case_dump(c, ctx.op, ctx.env->dump_dir) != KV_OK) {
+            const int at = results->n;
+            check_error_row(&ctx, "dump", kv_last_error_message());
+            if (results->n > at) results->items[at].seconds = check_now() - t0;
+        }
+    }
+    for (int i = 0; i < KV_CHECKS_N; i++) {
+        const kv_check *k = &kv_checks[i];
+        if (!(checks & (1u << k->kind))) continue;
+        const int at = results->n;
+        kv_error_clear();
+        const double t0 = check_now();
+        kv_inflight_set_check(k->name);
+        k->run(&ctx);
+        kv_inflight_set_check("");
+        const double dt = check_now() - t0;
+        /* A check that appends several rows (one per backend) splits its
+         * time evenly: reports sum seconds per case. */
+        const int added = results->n - at;
+        for (int j = at; j < results->n; j++) results->items[j].seconds = dt / (added > 0 ? added : 1);
+    }
+}

@@ -1,0 +1,161 @@
+/* The variants check: the op's kernel on every available backend and
+ * every perf_dispatch variant (check_backend.c says which, and how they are
+ * called), with the case's layouts, against the golden
+ * (runner/check_util.h, kv_check_golden_expected) under the tolerance
+ * table's rule. One result row per backend: "variants:<Key>"
+ * (kv_key_name), the kernel the dispatcher runs there, and one more per
+ * variant, "variants:<Key>/<name>" ("variants:CPU/avx2"). Each row also
+ * holds the outputs' metadata to the reference's (check_meta.h: right
+ * values with wrong strides, device or aliasing fail) and calls the kernel
+ * twice, failing one whose identical calls disagree. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv/accel.h"
+#include "kv/backend.h"
+#include "runner/check/check_meta.h"
+#include "runner/check/check_util.h"
+#include "runner/check/compare.h"
+#include "runner/check/tol_backend.h"
+#include "runner/check/tolerance.h"
+#include "runner/report/dump.h"
+
+/* The plugin name of the backend on `key` (what per-backend tolerance
+ * overrides are keyed by), or NULL for the CPU and built-in devices. Accel
+ * runs its target's kernels, so the target's overrides apply there. */
+static const char *variants_backend_name(kv_key key) {
+    if (key == KV_KEY_ACCEL) key = kv_accel_target();
+    if (key == KV_KEY_NONE || !kv_key_is_backend(key)) return NULL;
+    const kv_backend_info *b = kv_backend_find((kv_device_type)key);
+    return b != NULL && b->name[0] ? b->name : NULL;
+}
+
+/* Compares one output; false with r set on a failure. `*used` gets the
+ * per-backend override that widened the bound (runner/check/tol_backend.h). */
+static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, kv_key key, int i,
+                             const kv_tensor *expected, const kv_tensor *got, kv_check_result *r, int64_t *compared,
+                             const kv_tol_override **used) {
+    kv_bound_kind bk = KV_BOUND_NONE;
+    const kv_tol_entry *entry = NULL;
+    const kv_cmp_rule rule = kv_tol_rule_for(ctx->c, expected->dtype, &bk, &entry);
+    double *bounds = NULL;
+    if (rule.kind == KV_CMP_BOUND &&
+        kv_tol_bounds(bk, entry ? entry->value : 0.0, ctx->c, &ref->in, expected, i, &bounds) != KV_OK) {
+        kv_check_result_set(r, KV_RESULT_ERROR, "output %d: %s", i, kv_last_error_message());
+        return false;
+    }
+    const kv_tol_override *ov =
+        rule.kind == KV_CMP_BOUND ? kv_tol_override_lookup(variants_backend_name(key), ctx->c->op, expected->dtype)
+                                  : NULL;
+    if (ov != NULL) {
+        const int64_t n = kv_tensor_numel(expected);
+        for (int64_t k = 0; k < n; k++) bounds[k] += ov->abs_slack;
+        *used = ov;
+    }
+    kv_cmp_report rep;
+    const kv_status st = kv_compare(expected, got, &rule, bounds, &rep);
+    free(bounds);
+    char rs[48];
+    kv_cmp_rule_format(&rule, rs, sizeof rs);
+    if (st != KV_OK) {
+        kv_check_result_set(r, KV_RESULT_FAIL, "output %d: %s", i, kv_last_error_message());
+        return false;
+    }
+    *compared += rep.compared;
+    if (rep.mismatched == 0) return true;
+    char text[KV_RESULT_MESSAGE_MAX];
+    char what[32];
+    snprintf(what, sizeof what, "output %d", i);
+    kv_cmp_report_summary(&rep, what, text, (int)sizeof text);
+    kv_check_result_set(r, KV_RESULT_FAIL, "%s [%s: %s]", text, rs, entry ? entry->reason : "no table row: bitwise");
+    if (ov != NULL)
+        kv_check_result_append(r, " [override %s/%s: +%g absolute: %s]", ov->backend, ov->op, ov->abs_slack, ov->reason);
+    kv_cmp_report_to_result(&rep, r);
+    return false;
+}
+
+typedef struct variants_user {
+    const kv_check_ref *ref;
+    const kv_meta_expect *meta;
+    kv_tensor *const *expected;
+    const char *note;
+} variants_user;
+
+/* One backend or variant: its row. */
+static void variants_backend(const kv_check_ctx *ctx, kv_key key, const char *variant, void *user) {
+    const variants_user *u = user;
+    char check[64];
+    kv_check_backend_row_name("variants", key, variant, check, (int)sizeof check);
+    kv_check_result r;
+    kv_check_result_begin(&r, ctx, check, kv_check_backend_label(key));
+    kv_check_call call = { .meta = u->meta, .twice = true };
+    if (kv_check_backend_call(ctx, u->ref->out.n, key, variant, &call, &r)) {
+        const kv_case_outputs *out = &call.out;
+        int64_t compared = 0;
+        bool ok = true;
+        const kv_tol_override *used = NULL;
+        for (int i = 0; i < out->n && ok; i++)
+            ok = variants_compare(ctx, u->ref, key, i, u->expected[i], out->t[i], &r, &compared, &used);
+        if (ok && call.meta_diff[0]) {
+            kv_check_result_set(&r, KV_RESULT_FAIL, "%s on %s%s%s: right values, wrong metadata: %s", ctx->c->op,
+                                kv_key_name(key), variant ? "/" : "", variant ? variant : "", call.meta_diff);
+        } else if (call.meta_diff[0]) {
+            kv_check_result_append(&r, "; also %s", call.meta_diff);
+        } else if (ok) {
+            kv_check_result_set(&r, KV_RESULT_PASS, "%lld elements agree, metadata as the reference's",
+                                (long long)compared);
+            if (used != NULL)
+                kv_check_result_append(&r, " (with override %s/%s: +%g absolute: %s)", used->backend, used->op,
+                                       used->abs_slack, used->reason);
+        }
+        r.compared = compared > r.compared ? compared : r.compared;
+        /* --dump: the failing kernel's own outputs next to the reference's. */
+        if (!ok && ctx->env->dump_dir != NULL &&
+            kv_case_dump_failure(ctx->c, ctx->env->dump_dir, &r, (const kv_tensor *const *)out->t,
+                                 (const kv_tensor *const *)u->expected, out->n) != KV_OK)
+            kv_check_result_append(&r, "; --dump: %s", kv_last_error_message());
+        kv_case_outputs_free(&call.out);
+    }
+    if (u->note[0]) kv_check_result_append(&r, "; %s", u->note);
+    kv_check_push(ctx, &r);
+}
+
+void kv_check_variants_run(const kv_check_ctx *ctx) {
+    const kv_case *c = ctx->c;
+    kv_check_result r;
+    kv_check_result_begin(&r, ctx, "variants", NULL);
+    if (c->expect != KV_OK) {
+        kv_check_result_set(&r, KV_RESULT_SKIP, "expect=%s: the case has no output to compare",
+                            kv_case_expect_name(c->expect));
+        kv_check_push(ctx, &r);
+        return;
+    }
+    kv_check_ref ref;
+    if (kv_check_ref_run(ctx, &ref) != KV_OK) {
+        kv_check_result_set(&r, KV_RESULT_ERROR, "cannot build the inputs: %s", ref.message);
+        kv_check_ref_free(&ref);
+        kv_check_push(ctx, &r);
+        return;
+    }
+    if (ref.call_status != KV_OK) {
+        kv_check_result_set(&r, KV_RESULT_ERROR, "the reference kernel failed with '%s': %s",
+                            kv_status_name(ref.call_status), ref.message);
+        kv_check_ref_free(&ref);
+        kv_check_push(ctx, &r);
+        return;
+    }
+    kv_tensor *expected[KV_CASE_MAX_OUTPUTS] = { NULL };
+    char note[512];
+    if (kv_check_golden_expected(ctx, &ref, expected, note, (int)sizeof note) != KV_OK) {
+        kv_check_result_set(&r, KV_RESULT_ERROR, "%s", kv_last_error_message());
+        kv_check_push(ctx, &r);
+    } else {
+        kv_meta_expect meta;
+        kv_meta_expect_run(ctx, &meta);
+        variants_user u = { &ref, &meta, expected, note };
+        kv_check_each_backend(ctx, variants_backend, &u);
+    }
+    for (int i = 0; i < KV_CASE_MAX_OUTPUTS; i++) kv_tensor_release(expected[i]);
+    kv_check_ref_free(&ref);
+}

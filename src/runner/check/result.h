@@ -1,0 +1,103 @@
+/* Results of running cases: what checks produce and reports consume. */
+#ifndef KV_RUNNER_RESULT_H
+#define KV_RUNNER_RESULT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runner/case/case.h"
+
+typedef enum kv_result_status {
+    KV_RESULT_PASS,
+    KV_RESULT_FAIL,          /* a check found a wrong result */
+    KV_RESULT_ERROR,         /* harness or golden problem (missing/corrupt/stale golden) */
+    KV_RESULT_UNSUPPORTED,   /* the backend lacks the op: counted, never a failure */
+    KV_RESULT_SKIP,
+    KV_RESULT_CRASH,         /* the worker died on a signal */
+    KV_RESULT_TIMEOUT,
+    KV_RESULT_XFAIL,         /* failed, and the baseline expects it */
+    KV_RESULT_XPASS,         /* passed, but the baseline expected a failure */
+    KV_RESULT_STATUS_COUNT
+} kv_result_status;
+
+const char *kv_result_status_name(kv_result_status s); /* "PASS", "FAIL", ... */
+/* Whether this status makes the run's exit code non-zero. */
+bool kv_result_status_is_bad(kv_result_status s);
+
+/* One element that differed, for the failure listing and the error plot. */
+typedef struct kv_mismatch {
+    int64_t index[KV_MAX_DIMS];
+    int ndim;
+    double expected, got;        /* complex: real parts; integers exactly */
+    double abs_err, rel_err;
+    double ulps;                 /* ULP distance in the output dtype; -1 when meaningless */
+} kv_mismatch;
+
+#define KV_RESULT_MAX_MISMATCHES 8
+
+/* The ulp-error histogram of an accuracy row (runner/check/ulp_hist.h):
+ * bins 0..15 count errors of exactly that many ulps, bins 16..75 errors in
+ * [2^(b-12), 2^(b-11)), bin 76 elements whose NaN-ness differs from the
+ * truth (a NaN where a number belongs, or the reverse). */
+#define KV_ULP_BINS 77
+#define KV_RESULT_MESSAGE_MAX 1024
+/* What the case's code printed on stdout/stderr (a plugin's debug lines),
+ * captured by the forked worker, cut to this many bytes. */
+#define KV_RESULT_OUTPUT_MAX 512
+
+/* One (case, check) outcome: one JSON line, one JUnit testcase. */
+typedef struct kv_check_result {
+    char case_id[KV_CASE_ID_MAX];
+    char op[KV_CASE_TEXT_MAX];
+    char check[64];              /* "golden", "variants:cpu/ref", "memory", ... */
+    char backend[32];            /* "cpu", "sim", "accel" */
+    kv_dtype dtype;              /* of the first input: the support-matrix column */
+    kv_result_status status;
+    char message[KV_RESULT_MESSAGE_MAX];
+    char repro[KV_CASE_REPRO_MAX];
+    double seconds;
+    /* Comparison detail (FAIL of a data check). */
+    int64_t compared, mismatched;
+    double max_abs_err, max_ulps;
+    int nmismatches;
+    kv_mismatch mismatches[KV_RESULT_MAX_MISMATCHES];
+    /* fastpath rows: calls of the case's op at the accel boxing layer by
+     * path (kv_accel_path) in the run with every fast path on; the report
+     * sums them into each gate's hit rate. 0 in every other row. */
+    int64_t fast_calls, slow_calls, manual_calls;
+    /* stdout and stderr of the worker while it ran this case ("" when
+     * nothing was printed or the case ran in process); every row of the
+     * case carries it. Ends with "..." when cut. */
+    char output[KV_RESULT_OUTPUT_MAX];
+    /* accuracy rows: how far each floating output component is from the
+     * correctly rounded truth, in ulps of the output dtype. ulp_elements
+     * is the histogram's total; ulp_max its largest finite-class error
+     * (+Inf when a NaN is wrong). 0 in every other row. */
+    int64_t ulp_elements;
+    double ulp_max;
+    int64_t ulp_hist[KV_ULP_BINS];
+} kv_check_result;
+
+/* A growable list of results, the unit reports work on. */
+typedef struct kv_result_list {
+    kv_check_result *items;
+    int n, cap;
+} kv_result_list;
+
+kv_status kv_result_list_push(kv_result_list *list, const kv_check_result *r);
+void kv_result_list_free(kv_result_list *list);
+/* Counts per status. */
+void kv_result_list_counts(const kv_result_list *list, int64_t counts[KV_RESULT_STATUS_COUNT]);
+
+/* ---- additions (src/runner/result.c) ---- */
+
+/* Parses a name from kv_result_status_name (exact, upper case); 0 on
+ * success, -1 if unknown. The JSONL reader needs it to merge shards. */
+int kv_result_status_parse(const char *name, kv_result_status *out);
+/* How bad a status looks, for "worst status" cells: SKIP 0 < UNSUPPORTED
+ * < PASS < XFAIL < XPASS < FAIL < ERROR < TIMEOUT < CRASH. */
+int kv_result_status_severity(kv_result_status s);
+/* Appends every result of `src` to `dst`. */
+kv_status kv_result_list_extend(kv_result_list *dst, const kv_result_list *src);
+
+#endif

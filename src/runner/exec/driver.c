@@ -1,0 +1,548 @@
+/* The runner pipeline behind runner/driver.h: collection, selection, the
+ * run, regeneration, baseline and reports. */
+#include "runner/exec/driver.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kv/dispatch.h"
+#include "runner/report/baseline.h"
+#include "runner/check/check_fastpath.h"
+#include "runner/case/filter.h"
+#include "runner/golden/golden.h"
+#include "runner/golden/exact.h"
+#include "runner/report/report.h"
+
+void kv_driver_options_init(kv_driver_options *o) {
+    memset(o, 0, sizeof *o);
+    o->isolate = KV_ISOLATE_FORK;
+}
+
+kv_status kv_driver_options_check(const kv_driver_options *o) {
+    if (o->jobs < 0) return kv_error(KV_ERR_INVALID_ARG, "--jobs=%d: must be at least 1", o->jobs);
+    if (o->shard_n < 0 || (o->shard_n > 0 && (o->shard_k < 1 || o->shard_k > o->shard_n))) {
+        return kv_error(KV_ERR_INVALID_ARG, "--shard=%d/%d: K must be between 1 and N (N >= 1)", o->shard_k,
+                        o->shard_n);
+    }
+    if (!(o->timeout_seconds >= 0) || o->timeout_seconds > 1e9) {
+        return kv_error(KV_ERR_INVALID_ARG, "--timeout=%g: must be a positive number of seconds",
+                        o->timeout_seconds);
+    }
+    if (o->nfilters < 0 || (o->nfilters > 0 && o->filters == NULL)) {
+        return kv_error(KV_ERR_INVALID_ARG, "driver: argument 'filters': NULL with a count of %d", o->nfilters);
+    }
+    return KV_OK;
+}
+
+/* ---- paths ---- */
+
+kv_status kv_path_list_push(kv_path_list *l, const char *path) {
+    if (l->n == l->cap) {
+        const int cap = l->cap ? l->cap * 2 : 16;
+        char **items = realloc(l->items, (size_t)cap * sizeof *items);
+        if (items == NULL) return kv_error(KV_ERR_OOM, "collect: out of memory");
+        l->items = items;
+        l->cap = cap;
+    }
+    char *s = strdup(path);
+    if (s == NULL) return kv_error(KV_ERR_OOM, "collect: out of memory");
+    l->items[l->n++] = s;
+    return KV_OK;
+}
+
+void kv_path_list_free(kv_path_list *l) {
+    for (int i = 0; i < l->n; i++) free(l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = l->cap = 0;
+}
+
+static bool kv_ends_with(const char *s, const char *suffix) {
+    const size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static char *kv_path_join(const char *dir, const char *name) {
+    const size_t n = strlen(dir);
+    const bool slash = n > 0 && dir[n - 1] == '/';
+    const size_t len = n + (slash ? 0 : 1) + strlen(name) + 1;
+    char *p = malloc(len);
+    if (p != NULL) snprintf(p, len, "%s%s%s", dir, slash ? "" : "/", name);
+    return p;
+}
+
+/* Every *.case under dir, unsorted. Names starting with '.' (editor and
+ * VCS files) are skipped; symbolic links to directories are not
+ * followed, so a link cycle cannot make the walk endless. */
+static kv_status kv_walk(const char *dir, kv_path_list *out) {
+    DIR *d = opendir(dir);
+    if (d == NULL) return kv_error(KV_ERR_INVALID_ARG, "%s: cannot open directory: %s", dir, strerror(errno));
+    kv_status st = KV_OK;
+    struct dirent *e;
+    while (st == KV_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char *p = kv_path_join(dir, e->d_name);
+        if (p == NULL) {
+            st = kv_error(KV_ERR_OOM, "collect: out of memory");
+            break;
+        }
+        struct stat lsb, sb;
+        if (lstat(p, &lsb) == 0 && S_ISDIR(lsb.st_mode)) {
+            st = kv_walk(p, out);
+        } else if (kv_ends_with(e->d_name, ".case") && stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            st = kv_path_list_push(out, p);
+        }
+        free(p);
+    }
+    closedir(d);
+    return st;
+}
+
+static int kv_cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+kv_status kv_driver_collect(const char *path, kv_path_list *files) {
+    if (path == NULL || path[0] == '\0') return kv_error(KV_ERR_INVALID_ARG, "collect: argument 'path': empty");
+    struct stat sb;
+    if (stat(path, &sb) != 0) return kv_error(KV_ERR_INVALID_ARG, "%s: %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return kv_path_list_push(files, path);
+    kv_path_list found = { 0 };
+    kv_status st = kv_walk(path, &found);
+    if (st == KV_OK && found.n == 0) st = kv_error(KV_ERR_INVALID_ARG, "%s: no *.case files in this directory", path);
+    if (st == KV_OK) qsort(found.items, (size_t)found.n, sizeof *found.items, kv_cmp_str);
+    for (int i = 0; st == KV_OK && i < found.n; i++) st = kv_path_list_push(files, found.items[i]);
+    kv_path_list_free(&found);
+    return st;
+}
+
+/* ---- loading ---- */
+
+typedef struct kv_load_skip {
+    kv_grammar_skip_fn inner;
+    void *ctx;
+    const char *own;   /* the --batch=FILE token the driver appended */
+} kv_load_skip;
+
+static bool kv_claimed(const kv_load_skip *s, const char *arg) {
+    return s->inner != NULL && s->inner(arg, s->ctx);
+}
+
+/* The per-file command line leaves the user's own --batch= includes out:
+ * they are parsed once, not once per file. */
+static bool kv_skip_batches(const char *arg, void *ctx) {
+    const kv_load_skip *s = ctx;
+    return arg != s->own && (kv_claimed(s, arg) || strncmp(arg, "--batch=", 8) == 0);
+}
+
+kv_status kv_driver_load(int argc, char *const argv[], kv_grammar_skip_fn skip, void *ctx,
+                         const kv_path_list *files, kv_case_list *out) {
+    const kv_load_skip sk = { skip, ctx, NULL };
+    bool options = false, batches = false;
+    int op_col = 0;
+    int col = argc > 0 ? (int)strlen(argv[0]) + 2 : 1;
+    for (int i = 1; i < argc; i++) {
+        if (!kv_claimed(&sk, argv[i])) {
+            if (strncmp(argv[i], "--batch=", 8) == 0) {
+                batches = true;
+            } else {
+                options = true;
+                if (strncmp(argv[i], "--op=", 5) == 0 && op_col == 0) op_col = col;
+            }
+        }
+        col += (int)strlen(argv[i]) + 1;
+    }
+    kv_spec_list specs = { 0 };
+    kv_status st = KV_OK;
+    if (files == NULL || files->n == 0) {
+        st = kv_grammar_parse_argv(argc, argv, skip, ctx, &specs);
+    } else if (op_col > 0) {
+        st = kv_spec_error(KV_ERR_INVALID_ARG, KV_GRAMMAR_CMDLINE, 1, op_col,
+                           "--op= cannot be combined with case files (a case line cannot include files; "
+                           "use --filter= to pick cases from files)");
+    } else {
+        if (batches) st = kv_grammar_parse_argv(argc, argv, skip, ctx, &specs);
+        char **av = NULL;
+        if (st == KV_OK && options) {
+            av = malloc((size_t)(argc + 1) * sizeof *av);
+            if (av == NULL) st = kv_error(KV_ERR_OOM, "load: out of memory");
+        }
+        for (int f = 0; st == KV_OK && f < files->n; f++) {
+            const char *path = files->items[f];
+            if (!options) {
+                st = kv_grammar_parse_file(path, &specs);
+                continue;
+            }
+            /* The grammar's --batch semantics make the command line's
+             * options defaults over the file; the token goes last so the
+             * columns of the real arguments stay what the user typed. */
+            if (strpbrk(path, ",[]") != NULL) {
+                st = kv_error(KV_ERR_INVALID_ARG,
+                              "%s: a case file whose name holds ',', '[' or ']' cannot take command-line "
+                              "case options (rename it, or drop the options)",
+                              path);
+                break;
+            }
+            const size_t len = strlen(path) + 9;
+            char *tok = malloc(len);
+            if (tok == NULL) {
+                st = kv_error(KV_ERR_OOM, "load: out of memory");
+                break;
+            }
+            snprintf(tok, len, "--batch=%s", path);
+            for (int i = 0; i < argc; i++) av[i] = argv[i];
+            av[argc] = tok;
+            kv_load_skip inner = sk;
+            inner.own = tok;
+            st = kv_grammar_parse_argv(argc + 1, av, kv_skip_batches, &inner, &specs);
+            free(tok);
+        }
+        free(av);
+    }
+    if (st == KV_OK) st = kv_spec_list_expand(&specs, out);
+    kv_spec_list_free(&specs);
+    return st;
+}
+
+/* ---- selection ---- */
+
+typedef struct kv_id_ref {
+    const char *id;
+    int index;
+} kv_id_ref;
+
+static int kv_cmp_id(const void *a, const void *b) {
+    const kv_id_ref *x = a, *y = b;
+    const int c = strcmp(x->id, y->id);
+    if (c != 0) return c;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+kv_status kv_driver_select(const kv_driver_options *o, const kv_case_list *cases, int **sel, int *nsel,
+                           FILE *err) {
+    *sel = NULL;
+    *nsel = 0;
+    kv_filter filter = { 0 };
+    kv_status st = KV_OK;
+    for (int i = 0; st == KV_OK && i < o->nfilters; i++) st = kv_filter_add(&filter, o->filters[i]);
+    if (st != KV_OK) {
+        kv_filter_free(&filter);
+        return st;
+    }
+    const int n = cases->n;
+    char **ids = calloc((size_t)(n > 0 ? n : 1), sizeof *ids);
+    kv_id_ref *refs = malloc((size_t)(n > 0 ? n : 1) * sizeof *refs);
+    bool *keep = malloc((size_t)(n > 0 ? n : 1) * sizeof *keep);
+    int *out = malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
+    if (ids == NULL || refs == NULL || keep == NULL || out == NULL) st = kv_error(KV_ERR_OOM, "select: out of memory");
+    for (int i = 0; st == KV_OK && i < n; i++) {
+        char id[KV_CASE_ID_MAX];
+        kv_case_id(&cases->items[i], id, sizeof id);
+        ids[i] = strdup(id);
+        if (ids[i] == NULL) st = kv_error(KV_ERR_OOM, "select: out of memory");
+        refs[i].id = ids[i];
+        refs[i].index = i;
+        keep[i] = true;
+    }
+    if (st == KV_OK) {
+        /* Sorted by (ID, index): the first of a run of equal IDs is the
+         * first occurrence, which is the one that stays. */
+        qsort(refs, (size_t)n, sizeof *refs, kv_cmp_id);
+        int dropped = 0;
+        /* `first` is where the current run of equal IDs starts, kept as we
+         * go: looking back from each duplicate made a line with many
+         * identical alternatives quadratic. */
+        for (int i = 1, first = 0; i < n; i++) {
+            if (strcmp(refs[i].id, refs[i - 1].id) != 0) {
+                first = i;
+                continue;
+            }
+            keep[refs[i].index] = false;
+            if (err != NULL && dropped < KV_DRIVER_DUPLICATES_SHOWN) {
+                const kv_case *a = &cases->items[refs[first].index], *b = &cases->items[refs[i].index];
+                fprintf(err, "kvrun: warning: %s:%d: duplicate case %s (first at %s:%d); it runs once\n",
+                        b->origin.file, b->origin.line, refs[i].id, a->origin.file, a->origin.line);
+            }
+            dropped++;
+        }
+        if (err != NULL && dropped > KV_DRIVER_DUPLICATES_SHOWN) {
+            fprintf(err, "kvrun: warning: %d duplicate cases in all (each runs once)\n", dropped);
+        }
+        int j = 0, m = 0;
+        for (int i = 0; i < n; i++) {
+            if (!keep[i] || !kv_filter_match(&filter, ids[i])) continue;
+            if (o->shard_n <= 0 || j % o->shard_n == o->shard_k - 1) out[m++] = i;
+            j++;
+        }
+        *sel = out;
+        *nsel = m;
+        out = NULL;
+    }
+    for (int i = 0; ids != NULL && i < n; i++) free(ids[i]);
+    free(ids);
+    free(refs);
+    free(keep);
+    free(out);
+    kv_filter_free(&filter);
+    return st;
+}
+
+/* ---- the run ---- */
+
+static double kv_wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int kv_default_jobs(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n >= 1 && n <= 1024 ? (int)n : 1;
+}
+
+static void kv_put_text(char *buf, int cap, int *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void kv_put_text(char *buf, int cap, int *n, const char *fmt, ...) {
+    if (*n >= cap - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + *n, (size_t)(cap - *n), fmt, ap);
+    va_end(ap);
+    if (k > 0) *n = *n + k < cap ? *n + k : cap - 1;
+}
+
+static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const kv_case_list *cases, int nsel,
+                         const kv_isolate_config *cfg) {
+    kv_report_meta_init(meta);
+    snprintf(meta->run_name, sizeof meta->run_name, "%s", o->run_name ? o->run_name : "");
+    /* The seed every input case shares, else 0. Taken before filter and
+     * shard so that every shard of one run reports the same seed (merge
+     * refuses folders of different seeds). */
+    uint64_t seed = cases->n > 0 ? cases->items[0].seed : 0;
+    for (int i = 1; i < cases->n; i++) {
+        if (cases->items[i].seed != seed) {
+            seed = 0;
+            break;
+        }
+    }
+    meta->seed = seed;
+    int n = 0;
+    char *b = meta->options;
+    const int cap = (int)sizeof meta->options;
+    kv_put_text(b, cap, &n, "isolate=%s", kv_isolate_mode_name(cfg->mode));
+    if (cfg->mode == KV_ISOLATE_FORK) {
+        kv_put_text(b, cap, &n, " jobs=%d timeout=%gs", cfg->jobs, cfg->timeout_seconds);
+        int mib = -1;
+        if (kv_isolate_worker_mem(cfg, &mib) == KV_OK && mib > 0) kv_put_text(b, cap, &n, " worker-mem=%dMiB", mib);
+        else kv_put_text(b, cap, &n, " worker-mem=none");
+    }
+    if (o->regen_golden) kv_put_text(b, cap, &n, " regen-golden");
+    for (int i = 0; i < o->nfilters; i++) kv_put_text(b, cap, &n, " filter=%s", o->filters[i]);
+    if (o->baseline_path) kv_put_text(b, cap, &n, " baseline=%s", o->baseline_path);
+    if (o->dump_dir) kv_put_text(b, cap, &n, " dump=%s", o->dump_dir);
+    /* Which gates the fastpath check ran under, and what the other checks
+     * on accel ran with (KV_REDISPATCH_GATE, KV_NO_REDISPATCH). */
+    kv_put_text(b, cap, &n, " fastpath-gates=%s redispatch-gate=%s kill-switch=%s accel-target=%s",
+                kv_fastpath_gates_name(o->fastpath_gates), kv_accel_gate_name(kv_accel_gate_get()),
+                kv_accel_redispatch_enabled() ? "off" : "on", kv_key_name(kv_accel_target()));
+    kv_driver_backends_meta(meta);
+    kv_driver_fingerprint(meta, o, cases);
+    meta->start_time = (int64_t)time(NULL);
+    meta->ncases = nsel;
+    if (o->shard_n > 0) {
+        meta->shard_k = o->shard_k;
+        meta->shard_n = o->shard_n;
+    }
+}
+
+static void kv_print_refs(FILE *f, const char *what, const kv_golden_ref *refs, int n) {
+    const int shown = n < 20 ? n : 20;
+    for (int i = 0; i < shown; i++) fprintf(f, "  %s %s [output %d]\n", what, refs[i].key, refs[i].output);
+    if (n > shown) fprintf(f, "  ... and %d more %s\n", n - shown, what);
+}
+
+static void kv_print_regen(FILE *f, const kv_golden_store *s, const kv_golden_summary *sum, bool full) {
+    fprintf(f, "golden %s: %d added, %d changed, %d unchanged, %d removed, %d kept; %d files written, %d removed%s\n",
+            kv_golden_dir(s), sum->added, sum->changed, sum->unchanged, sum->removed, sum->kept, sum->files_written,
+            sum->files_removed, full ? "" : " (partial run: entries of unselected cases kept)");
+    kv_print_refs(f, "added", sum->added_list, sum->added);
+    kv_print_refs(f, "changed", sum->changed_list, sum->changed);
+    kv_print_refs(f, "removed", sum->removed_list, sum->removed);
+    fprintf(f, "exact goldens (correctly rounded, runner/golden/exact.h):\n");
+    kv_exact_stats_print(f, kv_exact_run_stats());
+    if (kv_exact_verify_bits() > 0) kv_exact_verify_print(f);
+}
+
+/* Every selected case gets one ERROR row: the store could not be opened,
+ * so no case can be verified, and none may pass. */
+static kv_status kv_error_rows(const kv_case *const *sel, int n, const char *why, kv_result_list *out) {
+    for (int i = 0; i < n; i++) {
+        kv_check_result r;
+        kv_isolate_case_row(&r, sel[i], KV_RESULT_ERROR, 0, "golden store unusable: %s", why);
+        kv_status st = kv_result_list_push(out, &r);
+        if (st != KV_OK) return st;
+    }
+    return KV_OK;
+}
+
+int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *out) {
+    FILE *err = o->err ? o->err : stderr;
+    if (kv_driver_options_check(o) != KV_OK || kv_exact_verify_env_check() != KV_OK) {
+        fprintf(err, "kvrun: %s\n", kv_last_error_message());
+        return 2;
+    }
+    static const kv_case_list none = { 0 };
+    if (cases == NULL) cases = &none;
+    int *idx = NULL, nsel = 0;
+    if (kv_driver_select(o, cases, &idx, &nsel, err) != KV_OK) {
+        fprintf(err, "kvrun: %s\n", kv_last_error_message());
+        return 2;
+    }
+    if (nsel == 0) {
+        if (cases->n == 0) {
+            fprintf(err, "kvrun: no cases selected: the input holds no cases\n");
+        } else {
+            fprintf(err, "kvrun: no cases selected: none of the %d cases passes the filter%s\n", cases->n,
+                    o->shard_n > 0 ? " and the shard" : "");
+        }
+        free(idx);
+        return 2;
+    }
+    const kv_case **sel = malloc((size_t)nsel * sizeof *sel);
+    if (sel == NULL) {
+        free(idx);
+        fprintf(err, "kvrun: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < nsel; i++) sel[i] = &cases->items[idx[i]];
+    free(idx);
+
+    if (o->list_only) {
+        for (int i = 0; i < nsel; i++) {
+            char id[KV_CASE_ID_MAX];
+            kv_case_id(sel[i], id, sizeof id);
+            fprintf(out, "%s\n", id);
+        }
+        free(sel);
+        return 0;
+    }
+    if (o->run_selected != NULL) {
+        const int rc = o->run_selected(o->run_selected_ctx, sel, nsel, out);
+        free(sel);
+        return rc;
+    }
+
+    /* Folders first: a run that cannot write its report (or dump) should
+     * say so before it spends an hour running cases. */
+    const char *rdir = o->report_dir ? o->report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
+    if (kv_report_mkdirs(rdir) != KV_OK) {
+        fprintf(err, "kvrun: --report-dir=%s: %s\n", rdir, kv_last_error_message());
+        free(sel);
+        return 2;
+    }
+    if (o->dump_dir != NULL && kv_report_mkdirs(o->dump_dir) != KV_OK) {
+        fprintf(err, "kvrun: --dump=%s: %s\n", o->dump_dir, kv_last_error_message());
+        free(sel);
+        return 2;
+    }
+    int rc = 0;
+    kv_baseline *baseline = NULL;
+    if (o->baseline_path != NULL) {
+        baseline = kv_baseline_load(o->baseline_path);
+        const char *names[KV_REPORT_MAX_BACKENDS + 2];
+        const int nnames = kv_driver_backend_names(names, (int)(sizeof names / sizeof names[0]));
+        if (baseline != NULL && kv_baseline_validate(baseline, names, nnames) != KV_OK) {
+            kv_baseline_free(baseline);
+            baseline = NULL;
+        }
+        if (baseline == NULL) {
+            fprintf(err, "kvrun: --baseline=%s: %s\n", o->baseline_path, kv_last_error_message());
+            free(sel);
+            return 2;
+        }
+    }
+
+    kv_isolate_config cfg = {
+        .mode = o->regen_golden ? KV_ISOLATE_NONE : o->isolate,
+        .jobs = o->jobs > 0 ? o->jobs : kv_default_jobs(),
+        .timeout_seconds = o->timeout_seconds > 0 ? o->timeout_seconds : KV_DRIVER_DEFAULT_TIMEOUT,
+    };
+    if (o->regen_golden && o->isolate == KV_ISOLATE_FORK) {
+        fprintf(err, "kvrun: --regen-golden runs every case in this process (--isolate=none, no timeout)\n");
+    }
+    int worker_mib;
+    if (cfg.mode == KV_ISOLATE_FORK && kv_isolate_worker_mem(&cfg, &worker_mib) != KV_OK) {
+        fprintf(err, "kvrun: %s\n", kv_last_error_message());
+        free(sel);
+        return 2;
+    }
+    kv_report_meta meta;
+    kv_fill_meta(&meta, o, cases, nsel, &cfg);
+    const double t0 = kv_wall_now();
+
+    const char *gdir = o->golden_dir ? o->golden_dir : KV_DRIVER_DEFAULT_GOLDEN_DIR;
+    kv_result_list results = { 0 };
+    kv_golden_store *store = kv_golden_open(gdir);
+    kv_status st = KV_OK;
+    if (store == NULL) {
+        char why[KV_RESULT_MESSAGE_MAX - 64];
+        snprintf(why, sizeof why, "%s", kv_last_error_message());
+        fprintf(err, "kvrun: golden store %s: %s\n", gdir, why);
+        if (o->regen_golden) {
+            fprintf(err, "kvrun: cannot regenerate into it: fix or remove %s/MANIFEST\n", gdir);
+            rc = 1;
+        }
+        st = kv_error_rows(sel, nsel, why, &results);
+    } else {
+        const kv_run_env env = {
+            .golden = store, .regen_golden = o->regen_golden, .dump_dir = o->dump_dir, .golden_mode = o->golden_mode
+        };
+        kv_check_fastpath_set_gates(o->fastpath_gates); /* the forked workers inherit it */
+        st = kv_isolate_run(sel, nsel, &env, &cfg, &results);
+    }
+    if (st == KV_OK) st = kv_driver_backend_rows(o, &results);
+    if (st != KV_OK) {
+        fprintf(err, "kvrun: %s\n", kv_last_error_message());
+        rc = 1;
+    }
+
+    if (store != NULL && o->regen_golden && st == KV_OK) {
+        const bool full = o->regen_full && o->nfilters == 0 && o->shard_n == 0;
+        kv_golden_summary sum;
+        memset(&sum, 0, sizeof sum);
+        if (kv_golden_save(store, full, &sum) != KV_OK) {
+            fprintf(err, "kvrun: saving the golden store: %s\n", kv_last_error_message());
+            rc = 1;
+        } else {
+            kv_print_regen(out, store, &sum, full);
+            kv_golden_summary_free(&sum);
+        }
+    }
+    kv_golden_close(store);
+
+    if (baseline != NULL) kv_baseline_apply(baseline, &results, NULL, NULL);
+    meta.wall_seconds = kv_wall_now() - t0;
+
+    if (kv_report_write_all(&results, &meta, rdir) != KV_OK) {
+        fprintf(err, "kvrun: writing reports to %s: %s\n", rdir, kv_last_error_message());
+        rc = 1;
+    }
+    fflush(err);
+    /* On stderr, before the summary, so the console still ends with the
+     * "N passed, N failed, N skipped" line. */
+    if (baseline != NULL && kv_baseline_notes(baseline, err) > 0) fflush(err);
+    kv_report_console(out, &results, &meta);
+    fflush(out);
+    const int code = kv_report_exit_code(&results);
+    if (code > rc) rc = code;
+    kv_baseline_free(baseline);
+    kv_result_list_free(&results);
+    free(sel);
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* Calling an op on a case's boxed arguments (runner/check.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "runner/check/check.h"
+
+kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_case_outputs *out) {
+    if (out == NULL) return kv_error(KV_ERR_INVALID_ARG, "invoke: argument 'out': NULL");
+    memset(out, 0, sizeof *out);
+    if (op == NULL || in == NULL) return kv_error(KV_ERR_INVALID_ARG, "invoke: NULL op or inputs");
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack st = kv_stack_on(slots, KV_STACK_MAX);
+    for (int i = 0; i < in->nargs; i++) {
+        const kv_status s = kv_stack_push(&st, in->args[i]);
+        if (s != KV_OK) return s;
+    }
+    kv_error_clear();
+    const kv_status s = ks ? kv_redispatch(op, ks, &st) : kv_call(op, &st);
+    if (s != KV_OK) {
+        /* The returned code is the truth; keep the thread's error in step
+         * with it, message and all (an empty message stays empty, so the
+         * error check can report a kernel that fails without saying why). */
+        if (kv_last_error() != s) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", kv_last_error_message());
+            kv_error(s, "%s", msg);
+        }
+        return s;
+    }
+    /* A kernel pops its arguments and pushes the schema's returns. One that
+     * says KV_OK with anything else on the stack (a plugin that forgot its
+     * output, or left its arguments there) cannot be read: what is there
+     * may be the caller's borrowed inputs, which releasing would free
+     * twice. Nothing is released (a leak in a worker beats a corrupt heap). */
+    const kv_schema *schema = kv_op_schema(op);
+    if (schema != NULL && st.size != schema->nreturns)
+        return kv_error(KV_ERR_INTERNAL,
+                        "%s: the kernel returned KV_OK with %d value%s on the stack where the schema returns %d "
+                        "output%s (a kernel pops its arguments and pushes its outputs)",
+                        kv_op_name(op), st.size, st.size == 1 ? "" : "s", schema->nreturns,
+                        schema->nreturns == 1 ? "" : "s");
+    /* The stack now holds owned returns. Keep the first few tensors, drop
+     * (release) anything past what kv_case_outputs can hold. */
+    kv_status result = KV_OK;
+    for (int i = 0; i < st.size; i++) {
+        kv_ivalue *v = &st.slots[i];
+        switch (v->tag) {
+        case KV_IV_TENSOR:
+            if (out->n < KV_CASE_MAX_OUTPUTS) {
+                out->t[out->n++] = v->v.tensor;
+            } else {
+                kv_tensor_release(v->v.tensor);
+                result = kv_error(KV_ERR_INTERNAL, "%s: returned more than %d tensors", kv_op_name(op),
+                                  KV_CASE_MAX_OUTPUTS);
+            }
+            break;
+        case KV_IV_BOOL:
+            out->is_bool = true;
+            out->b = v->v.b;
+            break;
+        case KV_IV_NONE: break;
+        case KV_IV_TENSOR_LIST:
+        case KV_IV_SCALAR:
+        case KV_IV_INT:
+        case KV_IV_INT_LIST:
+        case KV_IV_DOUBLE:
+        case KV_IV_DTYPE:
+        case KV_IV_DEVICE:
+        case KV_IV_STR:
+            result = kv_error(KV_ERR_INTERNAL, "%s: return %d is a %s, which the runner cannot compare",
+                              kv_op_name(op), i, kv_ivalue_tag_name(v->tag));
+            break;
+        }
+    }
+    if (result != KV_OK) kv_case_outputs_free(out);
+    return result;
+}
+
+void kv_case_outputs_free(kv_case_outputs *out) {
+    if (out == NULL) return;
+    for (int i = 0; i < out->n && i < KV_CASE_MAX_OUTPUTS; i++) kv_tensor_release(out->t[i]);
+    memset(out, 0, sizeof *out);
+}

@@ -1,0 +1,473 @@
+/* The reader of report folders (the encoding is described in
+ * report_jsonl.c) and the shard merge on top of it. */
+#include "runner/report/merge.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- one line ---- */
+
+static int fail(char *why, int whycap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *why, int whycap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, (size_t)whycap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *type_name(const json_t *j) {
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+static int get_string(const json_t *o, const char *key, char *buf, size_t cap, char *why, int whycap) {
+    const json_t *j = json_object_get(o, key);
+    if (j == NULL) return fail(why, whycap, "missing key \"%s\"", key);
+    if (!json_is_string(j)) return fail(why, whycap, "\"%s\": expected a string, got %s", key, type_name(j));
+    const char *s = json_string_value(j);
+    size_t n = json_string_length(j);
+    if (strlen(s) != n) return fail(why, whycap, "\"%s\": contains a NUL character", key);
+    if (n >= cap) return fail(why, whycap, "\"%s\": %zu bytes, longer than the %zu this field holds", key, n, cap - 1);
+    memcpy(buf, s, n + 1);
+    return 0;
+}
+
+/* A double: a JSON number, or one of the strings standing for the values
+ * JSON has no literal for. */
+static int real_of(const json_t *j, const char *key, double *out, char *why, int whycap) {
+    if (j == NULL) return fail(why, whycap, "missing key \"%s\"", key);
+    if (json_is_number(j)) {
+        *out = json_number_value(j);
+        return 0;
+    }
+    if (json_is_string(j)) {
+        const char *s = json_string_value(j);
+        if (strcmp(s, "nan") == 0) *out = NAN;
+        else if (strcmp(s, "inf") == 0) *out = INFINITY;
+        else if (strcmp(s, "-inf") == 0) *out = -INFINITY;
+        else return fail(why, whycap, "\"%s\": expected a number, \"nan\", \"inf\" or \"-inf\", got \"%s\"", key, s);
+        return 0;
+    }
+    return fail(why, whycap, "\"%s\": expected a number, got %s", key, type_name(j));
+}
+
+static int get_real(const json_t *o, const char *key, double *out, char *why, int whycap) {
+    return real_of(json_object_get(o, key), key, out, why, whycap);
+}
+
+static int get_int(const json_t *o, const char *key, int64_t *out, char *why, int whycap) {
+    const json_t *j = json_object_get(o, key);
+    if (j == NULL) return fail(why, whycap, "missing key \"%s\"", key);
+    if (!json_is_integer(j)) return fail(why, whycap, "\"%s\": expected an integer, got %s", key, type_name(j));
+    *out = (int64_t)json_integer_value(j);
+    return 0;
+}
+
+/* Unknown keys are errors: reader and writer are one program, so a key
+ * this reader does not know means a foreign or corrupted file. */
+static int only_keys(const json_t *o, const char *const *keys, int nkeys, const char *where, char *why,
+                     int whycap) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        (void)v;
+        int known = 0;
+        for (int i = 0; i < nkeys && !known; i++) known = strcmp(key, keys[i]) == 0;
+        if (!known) return fail(why, whycap, "%sunknown key \"%s\"", where, key);
+    }
+    return 0;
+}
+
+static int parse_mismatch(const json_t *j, int i, kv_mismatch *m, char *why, int whycap) {
+    static const char *const keys[] = { "index", "expected", "got", "abs_err", "rel_err", "ulps" };
+    char where[48];
+    snprintf(where, sizeof where, "mismatches[%d]: ", i);
+    char inner[384];
+    if (!json_is_object(j)) return fail(why, whycap, "%sexpected an object, got %s", where, type_name(j));
+    if (only_keys(j, keys, 6, where, why, whycap) != 0) return -1;
+    const json_t *idx = json_object_get(j, "index");
+    if (idx == NULL) return fail(why, whycap, "%smissing key \"index\"", where);
+    if (!json_is_array(idx)) return fail(why, whycap, "%s\"index\": expected an array, got %s", where, type_name(idx));
+    size_t nd = json_array_size(idx);
+    if (nd > KV_MAX_DIMS) return fail(why, whycap, "%s\"index\": %zu dims, more than %d", where, nd, KV_MAX_DIMS);
+    memset(m, 0, sizeof *m);
+    m->ndim = (int)nd;
+    for (size_t d = 0; d < nd; d++) {
+        const json_t *e = json_array_get(idx, d);
+        if (!json_is_integer(e))
+            return fail(why, whycap, "%s\"index\"[%zu]: expected an integer, got %s", where, d, type_name(e));
+        m->index[d] = (int64_t)json_integer_value(e);
+    }
+    if (get_real(j, "expected", &m->expected, inner, sizeof inner) != 0 ||
+        get_real(j, "got", &m->got, inner, sizeof inner) != 0 ||
+        get_real(j, "abs_err", &m->abs_err, inner, sizeof inner) != 0 ||
+        get_real(j, "rel_err", &m->rel_err, inner, sizeof inner) != 0 ||
+        get_real(j, "ulps", &m->ulps, inner, sizeof inner) != 0)
+        return fail(why, whycap, "%s%s", where, inner);
+    return 0;
+}
+
+static int parse_object(const json_t *o, kv_check_result *r, char *why, int whycap) {
+    static const char *const keys[] = { "case_id", "op",       "check",       "backend",  "dtype",
+                                        "status",  "message",  "repro",       "seconds",  "compared",
+                                        "mismatched", "max_abs_err", "max_ulps", "mismatches",
+                                        "fast_calls", "manual_calls", "slow_calls", "output" };
+    if (!json_is_object(o)) return fail(why, whycap, "expected a JSON object, got %s", type_name(o));
+    if (only_keys(o, keys, (int)(sizeof keys / sizeof keys[0]), "", why, whycap) != 0) return -1;
+    memset(r, 0, sizeof *r);
+    char name[32];
+    if (get_string(o, "case_id", r->case_id, sizeof r->case_id, why, whycap) != 0 ||
+        get_string(o, "op", r->op, sizeof r->op, why, whycap) != 0 ||
+        get_string(o, "check", r->check, sizeof r->check, why, whycap) != 0 ||
+        get_string(o, "backend", r->backend, sizeof r->backend, why, whycap) != 0)
+        return -1;
+    if (get_string(o, "dtype", name, sizeof name, why, whycap) != 0) return -1;
+    if (kv_dtype_parse(name, &r->dtype) != 0) return fail(why, whycap, "\"dtype\": unknown dtype \"%s\"", name);
+    if (get_string(o, "status", name, sizeof name, why, whycap) != 0) return -1;
+    if (kv_result_status_parse(name, &r->status) != 0)
+        return fail(why, whycap, "\"status\": unknown status \"%s\"", name);
+    if (get_string(o, "message", r->message, sizeof r->message, why, whycap) != 0 ||
+        get_string(o, "repro", r->repro, sizeof r->repro, why, whycap) != 0 ||
+        get_real(o, "seconds", &r->seconds, why, whycap) != 0 ||
+        get_int(o, "compared", &r->compared, why, whycap) != 0 ||
+        get_int(o, "mismatched", &r->mismatched, why, whycap) != 0 ||
+        get_real(o, "max_abs_err", &r->max_abs_err, why, whycap) != 0 ||
+        get_real(o, "max_ulps", &r->max_ulps, why, whycap) != 0)
+        return -1;
+    if (json_object_get(o, "output") && get_string(o, "output", r->output, sizeof r->output, why, whycap) != 0)
+        return -1;
+    /* Only the fastpath check's rows carry path counts. */
+    if ((json_object_get(o, "fast_calls") && get_int(o, "fast_calls", &r->fast_calls, why, whycap) != 0) ||
+        (json_object_get(o, "manual_calls") && get_int(o, "manual_calls", &r->manual_calls, why, whycap) != 0) ||
+        (json_object_get(o, "slow_calls") && get_int(o, "slow_calls", &r->slow_calls, why, whycap) != 0))
+        return -1;
+    const json_t *arr = json_object_get(o, "mismatches");
+    if (arr == NULL) return fail(why, whycap, "missing key \"mismatches\"");
+    if (!json_is_array(arr)) return fail(why, whycap, "\"mismatches\": expected an array, got %s", type_name(arr));
+    size_t nm = json_array_size(arr);
+    if (nm > KV_RESULT_MAX_MISMATCHES)
+        return fail(why, whycap, "\"mismatches\": %zu entries, more than %d", nm, KV_RESULT_MAX_MISMATCHES);
+    r->nmismatches = (int)nm;
+    for (size_t i = 0; i < nm; i++)
+        if (parse_mismatch(json_array_get(arr, i), (int)i, &r->mismatches[i], why, whycap) != 0) return -1;
+    return 0;
+}
+
+int kv_merge_parse_line(const char *line, kv_check_result *out, char *why, int whycap) {
+    if (line == NULL || out == NULL) return fail(why, whycap, "no line");
+    json_error_t err;
+    json_t *o = json_loads(line, JSON_REJECT_DUPLICATES, &err);
+    if (o == NULL) return fail(why, whycap, "column %d: not JSON: %s", err.column, err.text);
+    int rc = parse_object(o, out, why, whycap);
+    json_decref(o);
+    return rc;
+}
+
+/* ---- files ---- */
+
+kv_status kv_merge_read_jsonl(const char *path, kv_result_list *out) {
+    if (path == NULL || out == NULL)
+        return kv_error(KV_ERR_INVALID_ARG, "kv_merge_read_jsonl: argument '%s': is NULL",
+                        path == NULL ? "path" : "out");
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        int e = errno;
+        return kv_error(KV_ERR_INVALID_ARG, "merge: cannot read '%s': %s", path, strerror(e));
+    }
+    const int n0 = out->n;
+    kv_status st = KV_OK;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int lineno = 0;
+    char why[512];
+    kv_check_result *r = malloc(sizeof *r);
+    if (r == NULL) st = kv_error(KV_ERR_OOM, "merge: '%s': out of memory", path);
+    while (st == KV_OK && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (len == 0 || line[len - 1] != '\n') {
+            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: the last line has no newline (a truncated file?)",
+                          path, lineno);
+            break;
+        }
+        line[--len] = '\0';
+        if ((size_t)len != strlen(line)) {
+            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: the line contains a NUL byte", path, lineno);
+        } else if (len == 0) {
+            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: empty line", path, lineno);
+        } else if (kv_merge_parse_line(line, r, why, sizeof why) != 0) {
+            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: %s", path, lineno, why);
+        } else {
+            st = kv_result_list_push(out, r);
+        }
+    }
+    if (st == KV_OK && ferror(f)) {
+        int e = errno;
+        st = kv_error(KV_ERR_INVALID_ARG, "merge: reading '%s' failed: %s", path, strerror(e));
+    }
+    free(r);
+    free(line);
+    fclose(f);
+    if (st != KV_OK) out->n = n0;
+    return st;
+}
+
+kv_status kv_merge_read_meta(const char *path, kv_report_meta *meta, int64_t *nresults) {
+    if (path == NULL || meta == NULL)
+        return kv_error(KV_ERR_INVALID_ARG, "kv_merge_read_meta: argument '%s': is NULL",
+                        path == NULL ? "path" : "meta");
+    json_error_t err;
+    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    if (o == NULL) {
+        /* jansson reports a missing file as a text, without errno. */
+        return kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: %s", path, err.line, err.text);
+    }
+    char why[512] = "";
+    int rc = 0;
+    int64_t v = 0, k = 0, n = 0, merged = 0, count = 0, ncases = 0, start = 0;
+    kv_report_meta m;
+    kv_report_meta_init(&m);
+    char fmt[32];
+    const json_t *seed = json_object_get(o, "seed");
+    if (!json_is_object(o)) {
+        rc = fail(why, sizeof why, "expected a JSON object");
+    } else if (get_string(o, "format", fmt, sizeof fmt, why, sizeof why) != 0) {
+        rc = -1;
+    } else if (strcmp(fmt, "kvsuite-report") != 0) {
+        rc = fail(why, sizeof why, "\"format\" is \"%s\", not \"kvsuite-report\"", fmt);
+    } else if (get_int(o, "version", &v, why, sizeof why) != 0) {
+        rc = -1;
+    } else if (v != 1) {
+        rc = fail(why, sizeof why, "report format version %lld; this kvrun reads version 1", (long long)v);
+    } else if (get_string(o, "run_name", m.run_name, sizeof m.run_name, why, sizeof why) != 0 ||
+               get_string(o, "options", m.options, sizeof m.options, why, sizeof why) != 0 ||
+               get_int(o, "start_time", &start, why, sizeof why) != 0 ||
+               get_real(o, "wall_seconds", &m.wall_seconds, why, sizeof why) != 0 ||
+               get_int(o, "ncases", &ncases, why, sizeof why) != 0 ||
+               get_int(o, "shard_k", &k, why, sizeof why) != 0 ||
+               get_int(o, "shard_n", &n, why, sizeof why) != 0 ||
+               get_int(o, "merged_from", &merged, why, sizeof why) != 0 ||
+               get_int(o, "results", &count, why, sizeof why) != 0) {
+        rc = -1;
+    } else if (seed == NULL) {
+        rc = fail(why, sizeof why, "missing key \"seed\"");
+    } else if (json_is_integer(seed) && json_integer_value(seed) >= 0) {
+        m.seed = (uint64_t)json_integer_value(seed);
+    } else if (json_is_string(seed)) {
+        const char *s = json_string_value(seed);
+        char *end = NULL;
+        errno = 0;
+        unsigned long long u = strtoull(s, &end, 10);
+        if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0)
+            rc = fail(why, sizeof why, "\"seed\": \"%s\" is not an unsigned 64-bit integer", s);
+        else m.seed = (uint64_t)u;
+    } else {
+        rc = fail(why, sizeof why, "\"seed\": expected a non-negative integer or a decimal string");
+    }
+    /* Optional: a folder from before fingerprints reads as all "", which
+     * differs from any folder that has one. */
+    const json_t *fp = rc == 0 ? json_object_get(o, "fingerprint") : NULL;
+    if (fp != NULL && !json_is_object(fp)) {
+        rc = fail(why, sizeof why, "\"fingerprint\": expected an object, got %s", type_name(fp));
+    } else if (fp != NULL) {
+        kv_report_fingerprint *f = &m.fingerprint;
+        if (get_string(fp, "version", f->version, sizeof f->version, why, sizeof why) != 0 ||
+            get_string(fp, "cases", f->cases, sizeof f->cases, why, sizeof why) != 0 ||
+            get_string(fp, "options", f->options, sizeof f->options, why, sizeof why) != 0 ||
+            get_string(fp, "gates", f->gates, sizeof f->gates, why, sizeof why) != 0 ||
+            get_string(fp, "backends", f->backends, sizeof f->backends, why, sizeof why) != 0 ||
+            get_string(fp, "env", f->env, sizeof f->env, why, sizeof why) != 0)
+            rc = -1;
+    }
+    if (rc == 0 && (n < 0 || n > 1000000 || k < 0 || k > n || merged < 0 || count < 0 || ncases < 0))
+        rc = fail(why, sizeof why, "shard %lld/%lld, merged_from %lld, results %lld, ncases %lld: out of range",
+                  (long long)k, (long long)n, (long long)merged, (long long)count, (long long)ncases);
+    json_decref(o);
+    if (rc != 0) return kv_error(KV_ERR_INVALID_ARG, "merge: %s: %s", path, why);
+    m.start_time = start;
+    m.ncases = ncases;
+    m.shard_k = (int)k;
+    m.shard_n = (int)n;
+    m.merged_from = (int)merged;
+    *meta = m;
+    if (nresults) *nresults = count;
+    return KV_OK;
+}
+
+/* ---- merging folders ---- */
+
+typedef struct tagged {
+    const kv_check_result *r;
+    int dir;
+} tagged;
+
+static int cmp_tagged(const void *a, const void *b) {
+    const tagged *x = a, *y = b;
+    int c = strcmp(x->r->case_id, y->r->case_id);
+    if (c == 0) c = strcmp(x->r->check, y->r->check);
+    if (c == 0) c = (x->dir > y->dir) - (x->dir < y->dir);
+    return c;
+}
+
+static char *path_in(const char *dir, const char *name) {
+    size_t ld = strlen(dir), ln = strlen(name);
+    char *p = malloc(ld + ln + 2);
+    if (p == NULL) return NULL;
+    memcpy(p, dir, ld);
+    p[ld] = '/';
+    memcpy(p + ld + 1, name, ln + 1);
+    return p;
+}
+
+static kv_status read_dir(const char *dir, kv_result_list *list, kv_report_meta *meta, int *first_of_dir) {
+    char *mp = path_in(dir, KV_REPORT_META);
+    char *rp = path_in(dir, KV_REPORT_JSONL);
+    kv_status st = KV_OK;
+    int64_t expect = 0;
+    if (mp == NULL || rp == NULL) st = kv_error(KV_ERR_OOM, "merge: '%s': out of memory", dir);
+    if (st == KV_OK) st = kv_merge_read_meta(mp, meta, &expect);
+    *first_of_dir = list->n;
+    if (st == KV_OK) st = kv_merge_read_jsonl(rp, list);
+    if (st == KV_OK && list->n - *first_of_dir != expect) {
+        st = kv_error(KV_ERR_INVALID_ARG, "merge: %s has %d results but %s records %lld (an incomplete upload?)", rp,
+                      list->n - *first_of_dir, mp, (long long)expect);
+        list->n = *first_of_dir;
+    }
+    free(mp);
+    free(rp);
+    return st;
+}
+
+static kv_status check_shards(const char *const *dirs, int ndirs, const kv_report_meta *metas) {
+    int sharded = -1;
+    for (int i = 0; i < ndirs; i++) {
+        if (metas[i].shard_n > 0) {
+            sharded = i;
+            break;
+        }
+    }
+    if (sharded < 0) return KV_OK;
+    const int n = metas[sharded].shard_n;
+    for (int i = 0; i < ndirs; i++) {
+        if (metas[i].shard_n == 0)
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "merge: '%s' is shard %d/%d but '%s' is not a shard; merge one shard set at a time",
+                            dirs[sharded], metas[sharded].shard_k, n, dirs[i]);
+        if (metas[i].shard_n != n)
+            return kv_error(KV_ERR_INVALID_ARG, "merge: '%s' is shard %d/%d but '%s' is shard %d/%d", dirs[sharded],
+                            metas[sharded].shard_k, n, dirs[i], metas[i].shard_k, metas[i].shard_n);
+        for (int j = 0; j < i; j++)
+            if (metas[j].shard_k == metas[i].shard_k)
+                return kv_error(KV_ERR_INVALID_ARG, "merge: shard %d/%d given twice: '%s' and '%s'", metas[i].shard_k,
+                                n, dirs[j], dirs[i]);
+    }
+    if (ndirs != n) {
+        char have[256] = "";
+        int used = 0;
+        for (int i = 0; i < ndirs && used >= 0 && used < (int)sizeof have; i++)
+            used += snprintf(have + used, sizeof have - (size_t)used, "%s%d", i ? "," : "", metas[i].shard_k);
+        return kv_error(KV_ERR_INVALID_ARG, "merge: incomplete shard set: %d of %d shards given (K = %s)", ndirs, n,
+                        have);
+    }
+    return KV_OK;
+}
+
+/* Shards of one run agree on every fingerprint field; the first that
+ * differs is named with both values, so mixing a `cases/binary.case`
+ * shard or a `--gate=seed` run into a `cases/` merge is refused. */
+static kv_status check_fingerprint(const char *d0, const kv_report_meta *m0, const char *di, const kv_report_meta *mi) {
+    const kv_report_fingerprint *a = &m0->fingerprint, *b = &mi->fingerprint;
+    const struct {
+        const char *name, *x, *y;
+    } fields[] = {
+        { "version", a->version, b->version },   { "case set", a->cases, b->cases },
+        { "options", a->options, b->options },   { "gates", a->gates, b->gates },
+        { "backends", a->backends, b->backends }, { "environment", a->env, b->env },
+    };
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        if (strcmp(fields[k].x, fields[k].y) == 0) continue;
+        return kv_error(KV_ERR_INVALID_ARG,
+                        "merge: '%s' and '%s' are not shards of one run: they differ in the %s: '%s' vs '%s'", d0, di,
+                        fields[k].name, fields[k].x[0] ? fields[k].x : "(no fingerprint)",
+                        fields[k].y[0] ? fields[k].y : "(no fingerprint)");
+    }
+    return KV_OK;
+}
+
+kv_status kv_merge_dirs(const char *const *dirs, int ndirs, kv_result_list *out, kv_report_meta *meta_out) {
+    if (dirs == NULL || out == NULL || ndirs <= 0)
+        return kv_error(KV_ERR_INVALID_ARG, "kv_merge_dirs: argument '%s': %s",
+                        out == NULL ? "out" : "dirs", out == NULL ? "is NULL" : "no report folders given");
+    kv_result_list all = { 0 };
+    kv_report_meta *metas = calloc((size_t)ndirs, sizeof *metas);
+    int *first = calloc((size_t)ndirs + 1, sizeof *first);
+    tagged *tags = NULL;
+    kv_status st = KV_OK;
+    if (metas == NULL || first == NULL) st = kv_error(KV_ERR_OOM, "merge: out of memory");
+    for (int i = 0; i < ndirs && st == KV_OK; i++) {
+        if (dirs[i] == NULL) st = kv_error(KV_ERR_INVALID_ARG, "kv_merge_dirs: argument 'dirs[%d]': is NULL", i);
+        else st = read_dir(dirs[i], &all, &metas[i], &first[i]);
+    }
+    if (st == KV_OK) {
+        first[ndirs] = all.n;
+        for (int i = 1; i < ndirs && st == KV_OK; i++)
+            if (metas[i].seed != metas[0].seed)
+                st = kv_error(KV_ERR_INVALID_ARG, "merge: '%s' ran with seed %llu but '%s' with seed %llu: not one run",
+                              dirs[0], (unsigned long long)metas[0].seed, dirs[i], (unsigned long long)metas[i].seed);
+    }
+    for (int i = 1; i < ndirs && st == KV_OK; i++) st = check_fingerprint(dirs[0], &metas[0], dirs[i], &metas[i]);
+    if (st == KV_OK) st = check_shards(dirs, ndirs, metas);
+    if (st == KV_OK && all.n == 0) st = kv_error(KV_ERR_INVALID_ARG, "merge: the %d report folder%s hold no results",
+                                                 ndirs, ndirs == 1 ? "" : "s");
+    if (st == KV_OK) {
+        tags = malloc((size_t)all.n * sizeof *tags);
+        if (tags == NULL) st = kv_error(KV_ERR_OOM, "merge: out of memory for %d results", all.n);
+    }
+    if (st == KV_OK) {
+        for (int d = 0; d < ndirs; d++)
+            for (int i = first[d]; i < first[d + 1]; i++) tags[i] = (tagged){ &all.items[i], d };
+        qsort(tags, (size_t)all.n, sizeof *tags, cmp_tagged);
+        for (int i = 1; i < all.n && st == KV_OK; i++)
+            if (strcmp(tags[i].r->case_id, tags[i - 1].r->case_id) == 0 &&
+                strcmp(tags[i].r->check, tags[i - 1].r->check) == 0)
+                st = kv_error(KV_ERR_INVALID_ARG, "merge: duplicate result for case '%s' check '%s': in '%s' and in '%s'",
+                              tags[i].r->case_id, tags[i].r->check, dirs[tags[i - 1].dir], dirs[tags[i].dir]);
+    }
+    if (st == KV_OK) {
+        const int n0 = out->n;
+        st = kv_result_list_extend(out, &all);
+        if (st != KV_OK) out->n = n0;
+    }
+    if (st == KV_OK && meta_out) {
+        kv_report_meta m = metas[0];
+        for (int i = 1; i < ndirs; i++) {
+            if (metas[i].start_time != 0 && (m.start_time == 0 || metas[i].start_time < m.start_time))
+                m.start_time = metas[i].start_time;
+            if (metas[i].wall_seconds > m.wall_seconds) m.wall_seconds = metas[i].wall_seconds;
+            m.ncases += metas[i].ncases;
+        }
+        m.shard_k = m.shard_n = 0;
+        m.merged_from = ndirs;
+        *meta_out = m;
+    }
+    free(tags);
+    free(first);
+    free(metas);
+    kv_result_list_free(&all);
+    return st;
+}

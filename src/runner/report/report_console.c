@@ -1,0 +1,211 @@
+/* The console summary. The problems come last, right above the counts, so
+ * the end of a CI log shows what broke and how to reproduce it. */
+#include "runner/report/report.h"
+#include "runner/report/report_internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define INDENT "      "
+
+/* Text from kernels and workers may hold anything; never let it drive the
+ * terminal. Newlines continue at the indent. */
+static void put_text(FILE *out, const char *s) {
+    for (const unsigned char *u = (const unsigned char *)s; *u; u++) {
+        if (*u == '\n') fputs("\n" INDENT, out);
+        else if (*u < 0x20 && *u != '\t') fprintf(out, "\\x%02X", (unsigned)*u);
+        else if (*u == 0x7F) fputs("\\x7F", out);
+        else fputc(*u, out);
+    }
+}
+
+void kv_report_put_problem(FILE *out, const kv_check_result *r) {
+    fprintf(out, "%-7s %s\n", kv_result_status_name(r->status), r->case_id);
+    fprintf(out, INDENT "check=%s backend=%s dtype=%s (%.3f s)\n", r->check, r->backend,
+            kv_dtype_name(r->dtype), r->seconds);
+    if (r->status == KV_RESULT_XPASS && !r->message[0]) {
+        fputs(INDENT "passed, but the baseline expects it to fail: the baseline entry is stale\n", out);
+    }
+    if (r->message[0]) {
+        fputs(INDENT, out);
+        put_text(out, r->message);
+        fputc('\n', out);
+    }
+    /* The checks' messages already carry "N of M elements differ (...)";
+     * the counts line is for rows whose message does not. */
+    if ((r->compared > 0 || r->mismatched > 0) && strstr(r->message, "elements differ") == NULL) {
+        char abs[40], ulp[40];
+        kv_report_fmt_double(r->max_abs_err, abs, sizeof abs);
+        if (r->max_ulps < 0) snprintf(ulp, sizeof ulp, "n/a");
+        else kv_report_fmt_double(r->max_ulps, ulp, sizeof ulp);
+        fprintf(out, INDENT "%lld of %lld elements differ; max abs err %s, max ulp %s\n",
+                (long long)r->mismatched, (long long)r->compared, abs, ulp);
+    }
+    int nm = r->nmismatches < 0 ? 0 : (r->nmismatches > KV_RESULT_MAX_MISMATCHES ? KV_RESULT_MAX_MISMATCHES : r->nmismatches);
+    for (int i = 0; i < nm; i++) {
+        const kv_mismatch *m = &r->mismatches[i];
+        char idx[8 * 24], e[40], g[40], a[40], rel[40], u[40];
+        kv_report_fmt_index(m, idx, sizeof idx);
+        kv_report_fmt_double(m->expected, e, sizeof e);
+        kv_report_fmt_double(m->got, g, sizeof g);
+        kv_report_fmt_double(m->abs_err, a, sizeof a);
+        kv_report_fmt_double(m->rel_err, rel, sizeof rel);
+        if (m->ulps < 0) snprintf(u, sizeof u, "n/a");
+        else kv_report_fmt_double(m->ulps, u, sizeof u);
+        fprintf(out, INDENT "at %s: expected %s, got %s (abs err %s, rel err %s, ulp %s)\n", idx, e, g, a, rel, u);
+    }
+    if (r->mismatched > nm && nm > 0)
+        fprintf(out, INDENT "... and %lld more\n", (long long)(r->mismatched - nm));
+    if (r->output[0]) {
+        fputs(INDENT "output: ", out);
+        put_text(out, r->output);
+        fputc('\n', out);
+    }
+    if (r->repro[0]) {
+        fputs(INDENT "repro: ", out);
+        put_text(out, r->repro);
+        fputc('\n', out);
+    }
+}
+
+static void put_header(FILE *out, const kv_result_list *results, const kv_report_meta *meta) {
+    const int n = results ? results->n : 0;
+    fputs("== kvrun", out);
+    if (meta && meta->run_name[0]) {
+        fputs(" ", out);
+        put_text(out, meta->run_name);
+    }
+    fprintf(out, ": %d result%s", n, n == 1 ? "" : "s");
+    if (meta) {
+        fprintf(out, " of %lld case%s, seed %llu", (long long)meta->ncases, meta->ncases == 1 ? "" : "s",
+                (unsigned long long)meta->seed);
+        if (meta->shard_n > 0) fprintf(out, ", shard %d/%d", meta->shard_k, meta->shard_n);
+        if (meta->merged_from > 0) fprintf(out, ", merged from %d report folders", meta->merged_from);
+        fprintf(out, ", %.2f s", meta->wall_seconds);
+    }
+    fputc('\n', out);
+    if (meta && meta->options[0]) {
+        fputs("== options: ", out);
+        put_text(out, meta->options);
+        fputc('\n', out);
+    }
+    if (meta && meta->nbackends > 0) {
+        fprintf(out, "== backends (plugin ABI %d):", meta->abi_version);
+        for (int i = 0; i < meta->nbackends; i++) {
+            const kv_report_backend *b = &meta->backends[i];
+            fputs(i ? ", " : " ", out);
+            put_text(out, b->name);
+            fprintf(out, " (%s", b->state);
+            if (b->version[0]) {
+                fputs(", ", out);
+                put_text(out, b->version);
+            }
+            fputc(')', out);
+        }
+        fputs("; accel target: ", out);
+        put_text(out, meta->accel_target);
+        if (strcmp(meta->accel_requested, "auto") == 0) fputs(" (auto)", out);
+        fputc('\n', out);
+        for (int i = 0; i < meta->nbackends; i++) {
+            const kv_report_backend *b = &meta->backends[i];
+            if (!b->reason[0]) continue;
+            fprintf(out, "== backend %s %s: ", b->name, b->state);
+            put_text(out, b->reason);
+            fputc('\n', out);
+        }
+    }
+}
+
+#define KV_CONSOLE_OUTPUTS_SHOWN 5
+
+/* Cases whose code printed something (a plugin's debug lines, captured by
+ * the workers): every row of such a case carries it, and a passing case
+ * has no problem entry to show it under, so the first few are named here
+ * with their first line. Rows of one case are adjacent. */
+static void put_outputs(FILE *out, const kv_result_list *results) {
+    const int n = results ? results->n : 0;
+    int ncases = 0;
+    const char *last = NULL;
+    for (int i = 0; i < n; i++) {
+        const kv_check_result *r = &results->items[i];
+        if (!r->output[0] || (last && strcmp(last, r->case_id) == 0)) continue;
+        last = r->case_id;
+        ncases++;
+    }
+    if (ncases == 0) return;
+    fprintf(out, "== %d case%s printed to stdout/stderr (\"output\" in results.jsonl):\n", ncases,
+            ncases == 1 ? "" : "s");
+    int shown = 0;
+    last = NULL;
+    for (int i = 0; i < n && shown < KV_CONSOLE_OUTPUTS_SHOWN; i++) {
+        const kv_check_result *r = &results->items[i];
+        if (!r->output[0] || (last && strcmp(last, r->case_id) == 0)) continue;
+        last = r->case_id;
+        const char *nl = strchr(r->output, '\n');
+        char first[160];
+        snprintf(first, sizeof first, "%.*s%s", (int)(nl ? nl - r->output : (ptrdiff_t)strlen(r->output)),
+                 r->output, nl ? " ..." : "");
+        fputs(INDENT, out);
+        put_text(out, r->case_id);
+        fputs(": ", out);
+        put_text(out, first);
+        fputc('\n', out);
+        shown++;
+    }
+    if (ncases > shown) fprintf(out, INDENT "... and %d more\n", ncases - shown);
+}
+
+void kv_report_console(FILE *out, const kv_result_list *results, const kv_report_meta *meta) {
+    if (out == NULL) return;
+    put_header(out, results, meta);
+    int64_t c[KV_RESULT_STATUS_COUNT];
+    kv_result_list_counts(results, c);
+    const int n = results ? results->n : 0;
+    if (n == 0) fputs("== no results: the run selected no cases\n", out);
+
+    int64_t nbad = 0;
+    for (int i = 0; i < n; i++) nbad += kv_result_status_is_bad(results->items[i].status);
+    if (nbad > 0) {
+        fprintf(out, "== %lld problem%s:\n", (long long)nbad, nbad == 1 ? "" : "s");
+        for (int i = 0; i < n; i++)
+            if (kv_result_status_is_bad(results->items[i].status)) kv_report_put_problem(out, &results->items[i]);
+    }
+    put_outputs(out, results);
+    if (c[KV_RESULT_XPASS] > 0)
+        fprintf(out, "== the baseline is stale: %lld unexpected pass%s (XPASS); remove %s entr%s from the baseline file\n",
+                (long long)c[KV_RESULT_XPASS], c[KV_RESULT_XPASS] == 1 ? "" : "es",
+                c[KV_RESULT_XPASS] == 1 ? "its" : "their", c[KV_RESULT_XPASS] == 1 ? "y" : "ies");
+
+    /* Cases with no stored golden that ran against the live reference
+     * (check_golden.c): shown, so a pass against the live reference is
+     * never mistaken for a pass against the store. */
+    int64_t nlive = 0;
+    const kv_check_result *first_live = NULL;
+    for (int i = 0; i < n; i++) {
+        const kv_check_result *r = &results->items[i];
+        if (r->status != KV_RESULT_SKIP || strncmp(r->message, "live reference:", 15) != 0) continue;
+        if (nlive++ == 0) first_live = r;
+    }
+    if (nlive > 0)
+        fprintf(out, "== live reference: %lld case%s had no stored golden and %s compared against the reference "
+                "kernel run live (e.g. %s); --golden=store makes that an ERROR\n",
+                (long long)nlive, nlive == 1 ? "" : "s", nlive == 1 ? "was" : "were", first_live->case_id);
+
+    kv_report_hits hits[KV_REPORT_GATES];
+    if (kv_report_hit_rates(results, hits) > 0) {
+        for (int g = 0; g < KV_REPORT_GATES; g++) {
+            if (hits[g].cases == 0) continue;
+            char line[512];
+            kv_report_hits_format(&hits[g], line, (int)sizeof line);
+            fprintf(out, "== fast-path hit rate, %s\n", line);
+        }
+    }
+    for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
+        fprintf(out, "%s%s %lld", s ? ", " : "", kv_result_status_name((kv_result_status)s), (long long)c[s]);
+    fputc('\n', out);
+    kv_report_totals t = kv_report_totals_of(results);
+    fprintf(out, "%lld passed, %lld failed, %lld skipped\n", (long long)t.passed, (long long)t.failed,
+            (long long)t.skipped);
+    fflush(out);
+}

@@ -1,0 +1,56 @@
+/* Helpers shared by the report writers (report_util.c); not part of the API
+ * kvrun uses, which is report.h. */
+#ifndef KV_RUNNER_REPORT_INTERNAL_H
+#define KV_RUNNER_REPORT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runner/report/report.h"
+
+/* A report file being written: PATH.tmp, renamed to PATH on close. */
+typedef struct kv_report_file {
+    FILE *f;
+    char *path;
+    char *tmp;
+} kv_report_file;
+
+/* a + b in a new malloc'd string; NULL when out of memory. */
+char *kv_report_dup_join(const char *a, const char *b);
+
+/* Opens PATH.tmp for writing; on failure the error names the path. */
+kv_status kv_report_file_open(kv_report_file *rf, const char *path);
+/* Flushes, closes and renames; any write error that happened on the way
+ * (ferror) is reported here with the path. Always releases `rf`. */
+kv_status kv_report_file_close(kv_report_file *rf);
+/* Closes and removes PATH.tmp, leaving PATH as it was (a writer that
+ * failed half way). Keeps the thread's last error. */
+void kv_report_file_discard(kv_report_file *rf);
+
+/* Shortest text that reads back as the same double ("0.1", "1e-07");
+ * "nan", "inf", "-inf" for the non-finite values. */
+void kv_report_fmt_double(double v, char *buf, int cap);
+/* "[0,3]" for a mismatch's multi-index, "[]" for 0-dim. */
+void kv_report_fmt_index(const kv_mismatch *m, char *buf, int cap);
+/* "2024-05-01T12:00:00Z", or "-" for 0. */
+void kv_report_fmt_time(int64_t unix_seconds, char *buf, int cap);
+
+/* Length of the well-formed UTF-8 sequence at `s` (1..4; overlong forms,
+ * surrogates and values past U+10FFFF are not well formed), with its code
+ * point in *cp; 0 when the bytes at `s` are not well formed. */
+int kv_report_utf8_decode(const char *s, uint32_t *cp);
+
+/* Writes `s` escaped for XML 1.0 and HTML text or attribute values: &, <,
+ * >, " and ' become references; characters XML 1.0 forbids (control
+ * characters other than tab/newline/CR, U+FFFE/U+FFFF) and bytes that are
+ * not UTF-8 become visible "\xHH" text. With `attr`, tab, newline and CR
+ * are written as character references so attribute normalization keeps
+ * them. */
+void kv_report_put_escaped(FILE *f, const char *s, bool attr);
+
+/* The console block of one result (status and case ID, check, message,
+ * mismatches, repro), which JUnit reuses as its failure text. */
+void kv_report_put_problem(FILE *out, const kv_check_result *r);
+
+#endif
