@@ -18,7 +18,7 @@
 # pass or fail is `ninja test`'s job on the real CPU.
 #
 # tests/memcheck.supp holds the suppressions, each with its reason (today
-# one: a test that leaks on purpose).
+# two: a test that leaks on purpose, and the same with the CPU cache on).
 set -eu
 # Memcheck must see every block come and go (a cached, recycled block hides
 # a use after free and moves a leak onto its first owner's stack), so the

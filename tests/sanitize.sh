@@ -19,7 +19,7 @@ status=0
 
 case "$cfg" in
 asan)
-    # tests/lsan.supp: the one leak a test makes on purpose.
+    # tests/lsan.supp: the leaks a test makes on purpose.
     # KV_CACHING_ALLOCATOR=0: every tensor block and buffer goes back to
     # libc when freed, so ASan sees a use after free (a cached block would
     # hide it) and LeakSanitizer names the allocation that leaked, not the
