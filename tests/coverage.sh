@@ -29,6 +29,16 @@ rm -rf "$bdir/gen-again"
 KVRUN=$bdir/kvrun sh tests/units.sh "$bdir/tests" || status=1
 echo "=== $bdir/kvrun cases/"
 "$bdir/kvrun" cases/ --report-dir="$bdir/suite-report" || status=1
+echo "=== $bdir/kvrun cases/ --accel-target=onednn"
+"$bdir/kvrun" cases/ --accel-target=onednn --report-dir="$bdir/suite-report-onednn" >/dev/null || status=1
+# kvrun as CI drives it (exit codes, baselines, shards, merges, dumps) and
+# against each hostile plugin: the runner's error paths count too.
+for script in tests/ci/*.sh tests/test_hostile.sh; do
+    [ "$(basename "$script")" = lib.sh ] && continue
+    echo "=== KVRUN=$bdir/kvrun $script"
+    KVRUN=$bdir/kvrun sh "$script" >"$bdir/$(basename "$script" .sh).log" 2>&1 ||
+        { status=1; tail -20 "$bdir/$(basename "$script" .sh).log"; }
+done
 # The exact golden generator runs only when goldens are recorded: the
 # whole store regenerated into a scratch copy (it must come out equal to
 # golden/, as in tests/golden_truth.sh), and one file again with the

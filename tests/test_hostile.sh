@@ -15,8 +15,8 @@
 # Usage: sh tests/test_hostile.sh [ROW-NAME-GLOB]   (from the repository root)
 set -u
 only=${1:-*}
-kvrun=build/kvrun
-plugins=build/tests/plugins/hostile
+kvrun=${KVRUN:-build/kvrun}
+plugins=$(dirname "$kvrun")/tests/plugins/hostile
 # How long one kvrun may take before it counts as hung; the loader gives up
 # on a plugin that hangs at load well before that (kv/backend.h, probing).
 limit=${KV_HOSTILE_TIMEOUT:-10}

@@ -4,7 +4,7 @@
 # output, what it was compared against and a diff summary, and case.json
 # says which file is which. Also: the console lists each mismatch once.
 . tests/ci/lib.sh
-PLUGIN=build/tests/dump-plugin/libwrong_neg.so
+PLUGIN=$(dirname "$KVRUN")/tests/dump-plugin/libwrong_neg.so
 [ -f "$PLUGIN" ] || { bad "$PLUGIN not built (ninja tests builds it)"; finish; }
 CASE="--op=neg --dtype=f32 --shape=4x5 --fill=exact"
 expect 1 "check=variants:wrongneg" "the wrong kernel fails" -- \

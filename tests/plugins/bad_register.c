@@ -4,23 +4,10 @@
 #include <stdlib.h>
 
 #include "kv/backend.h"
+#include "host_mem.h"
 
 static const kv_host_api *host;
 
-static void *mem_alloc(void *ctx, size_t n) {
-    (void)ctx;
-    return malloc(n ? n : 1);
-}
-static void mem_free(void *ctx, void *p, size_t n) {
-    (void)ctx;
-    (void)n;
-    free(p);
-}
-static kv_status mem_copy(void *ctx, void *dst, const void *src, size_t n) {
-    (void)ctx;
-    for (size_t i = 0; i < n; i++) ((char *)dst)[i] = ((const char *)src)[i];
-    return KV_OK;
-}
 static kv_status never_called(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     (void)op;
     (void)ks;
@@ -42,10 +29,10 @@ KV_BACKEND_EXPORT int kv_backend_entry(kv_backend_desc *desc, int abi_version) {
     desc->device_type = KV_DEVICE_PLUGIN2;
     desc->available = 1;
     desc->host_addressable = 1;
-    desc->mem.alloc = mem_alloc;
-    desc->mem.free = mem_free;
-    desc->mem.copy_to_device = mem_copy;
-    desc->mem.copy_to_host = mem_copy;
+    desc->mem.alloc = host_mem_alloc;
+    desc->mem.free = host_mem_free;
+    desc->mem.copy_to_device = host_mem_copy;
+    desc->mem.copy_to_host = host_mem_copy;
     desc->register_kernels = reg;
     return 0;
 }

@@ -5,24 +5,11 @@
 #include <string.h>
 
 #include "kv/backend.h"
+#include "host_mem.h"
 
 static const kv_host_api *host;
 static kv_device_type my_type;
 
-static void *mem_alloc(void *ctx, size_t n) {
-    (void)ctx;
-    return malloc(n ? n : 1);
-}
-static void mem_free(void *ctx, void *p, size_t n) {
-    (void)ctx;
-    (void)n;
-    free(p);
-}
-static kv_status mem_copy(void *ctx, void *dst, const void *src, size_t n) {
-    (void)ctx;
-    memcpy(dst, src, n);
-    return KV_OK;
-}
 
 static kv_status my_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     (void)op;
@@ -53,10 +40,10 @@ KV_BACKEND_EXPORT int kv_backend_entry(kv_backend_desc *desc, int abi_version) {
     desc->device_type = KV_BACKEND_SLOT_ANY;
     desc->available = 1;
     desc->host_addressable = 1;
-    desc->mem.alloc = mem_alloc;
-    desc->mem.free = mem_free;
-    desc->mem.copy_to_device = mem_copy;
-    desc->mem.copy_to_host = mem_copy;
+    desc->mem.alloc = host_mem_alloc;
+    desc->mem.free = host_mem_free;
+    desc->mem.copy_to_device = host_mem_copy;
+    desc->mem.copy_to_host = host_mem_copy;
     desc->register_kernels = reg;
     return 0;
 }
