@@ -278,14 +278,50 @@ static void test_golden_libm_ulp_allowance(void **state) {
 
 /* ---- memory ---- */
 
-static void expect_memory_fail(kv_kernel_fn fn, const char *words) {
-    kv_case c = mk_case("neg", KV_F32, 1, S45, CK(KV_CHECK_MEMORY));
+static void expect_memory_fail_on(kv_kernel_fn fn, const kv_shape *shape, const char *words) {
+    kv_case c = mk_case("neg", KV_F32, 1, shape, CK(KV_CHECK_MEMORY));
     with_neg_kernel(fn);
     kv_result_list res = run(&c);
     restore_neg();
     expect_status(&res, "memory", KV_RESULT_FAIL);
     if (strstr(res.items[0].message, words) == NULL) fail_msg("'%s' not in: %s", words, res.items[0].message);
     kv_result_list_free(&res);
+}
+
+static void expect_memory_fail(kv_kernel_fn fn, const char *words) { expect_memory_fail_on(fn, S45, words); }
+
+/* neg that keeps a 64 KiB scratch tensor (a large cache class). */
+static kv_status leaky_big_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const int64_t n = 16384;
+    kv_tensor *scratch = kv_tensor_empty(&n, 1, KV_F32, KV_DEVICE_CPU0);
+    (void)scratch;
+    return kv_ref_neg(op, ks, stack);
+}
+
+/* The caching CPU allocator and one-block small tensors hide nothing
+ * from the memory check: with the cache on and warm (blocks of the
+ * classes the cases use already held), faults on a small (80-byte, a
+ * one-block tensor outside the guard) and a large (64 KiB, a large-cache
+ * class) output are still caught, since the guard allocator takes every
+ * CPU allocation while it is installed. */
+static void test_memory_faults_with_cpu_cache(void **state) {
+    (void)state;
+    const bool was = kv_cpu_cache_enabled();
+    kv_cpu_cache_set_enabled(true);
+    static const kv_shape BIG[1] = { { 2, { 128, 128 } } };
+    const int64_t big = 128 * 128, small = 20;
+    kv_tensor_release(kv_tensor_empty(&big, 1, KV_F32, KV_DEVICE_CPU0));
+    kv_tensor_release(kv_tensor_empty(&small, 1, KV_F32, KV_DEVICE_CPU0));
+    assert_true(kv_cpu_cache_stats_get().cached_blocks > 0);
+    const kv_shape *shapes[2] = { S45, BIG };
+    for (int i = 0; i < 2; i++) {
+        expect_memory_fail_on(oob_neg, shapes[i], "back redzone");
+        expect_memory_fail_on(unwritten_neg, shapes[i], "1 element not written");
+        expect_memory_fail_on(leaky_neg, shapes[i], "leaked");
+        expect_memory_fail_on(leaky_big_neg, shapes[i], "leaked");
+        expect_memory_fail_on(modifying_neg, shapes[i], "input 0 ('self') was modified");
+    }
+    kv_cpu_cache_set_enabled(was);
 }
 
 static void test_memory_oob_write(void **state) {
@@ -660,6 +696,7 @@ int main(void) {
         cmocka_unit_test(test_memory_unwritten),
         cmocka_unit_test(test_memory_leak),
         cmocka_unit_test(test_memory_input_modified),
+        cmocka_unit_test(test_memory_faults_with_cpu_cache),
         cmocka_unit_test(test_memory_pass_cases),
         cmocka_unit_test(test_error_expected_shape),
         cmocka_unit_test(test_error_not_raised_fails),

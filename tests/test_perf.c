@@ -116,7 +116,7 @@ static int setup(void **state) {
 static int reset(void **state) {
     (void)state;
     kv_tune_set_clock(fake_clock, NULL);
-    kv_tune_config c = { 1, 5, 0, true };
+    kv_tune_config c = { 1, 5, 0, true, 0, 1, 0 };
     if (kv_tune_config_set(&c) != KV_OK) return -1;
     if (kv_tune_force_set(NULL) != KV_OK) return -1;
     kv_tune_cache_clear();

@@ -23,6 +23,87 @@ static void assert_error(kv_status code, const char *needle) {
 
 /* ---- allocators and storage ---- */
 
+/* The caching CPU allocator: a freed large block serves the next request
+ * of its class; off, everything goes back to libc; the variable's rule. */
+static void test_cpu_cache(void **state) {
+    (void)state;
+    kv_cpu_cache_set_enabled(true);
+    kv_cpu_cache_empty();
+    const kv_cpu_cache_stats s0 = kv_cpu_cache_stats_get();
+    assert_true(s0.enabled);
+    assert_int_equal(s0.cached_blocks, 0);
+    const int64_t n = (int64_t)1 << 20; /* 4 MiB of f32 */
+    kv_tensor *a = kv_tensor_empty(&n, 1, KV_F32, CPU);
+    assert_non_null(a);
+    void *first = kv_tensor_data(a);
+    kv_tensor_release(a);
+    kv_cpu_cache_stats s1 = kv_cpu_cache_stats_get();
+    assert_int_equal(s1.cached_blocks, 1);
+    assert_true(s1.cached_bytes >= (int64_t)(4u << 20));
+    /* Same class (a little smaller): the same block, a hit. */
+    const int64_t m = n - 1000;
+    kv_tensor *b = kv_tensor_empty(&m, 1, KV_F32, CPU);
+    assert_ptr_equal(kv_tensor_data(b), first);
+    const kv_cpu_cache_stats s2 = kv_cpu_cache_stats_get();
+    assert_int_equal(s2.hits, s1.hits + 1);
+    assert_int_equal(s2.cached_blocks, 0);
+    /* Statistics count requests, whatever the cache does. */
+    const kv_allocator_stats live = kv_allocator_stats_of(KV_DEVICE_CPU);
+    kv_tensor_release(b);
+    assert_int_equal(kv_allocator_stats_of(KV_DEVICE_CPU).live_count, live.live_count - 1);
+    /* Off: nothing is kept, and the held blocks are given back. */
+    kv_cpu_cache_set_enabled(false);
+    assert_int_equal(kv_cpu_cache_stats_get().cached_blocks, 0);
+    kv_tensor *c = kv_tensor_empty(&n, 1, KV_F32, CPU);
+    kv_tensor_release(c);
+    assert_int_equal(kv_cpu_cache_stats_get().cached_blocks, 0);
+    assert_true(kv_cpu_cache_stats_get().returned > s2.returned);
+    kv_cpu_cache_set_enabled(true);
+    /* KV_CACHING_ALLOCATOR: unset and "1" on, "0" off, else (the empty
+     * string too: README "Exit codes") an error naming it. */
+    bool on = false;
+    assert_int_equal(kv_cpu_cache_parse_env(NULL, &on), KV_OK);
+    assert_true(on);
+    assert_int_equal(kv_cpu_cache_parse_env("", &on), KV_ERR_INVALID_ARG);
+    assert_error(KV_ERR_INVALID_ARG, "KV_CACHING_ALLOCATOR");
+    assert_int_equal(kv_cpu_cache_parse_env("0", &on), KV_OK);
+    assert_false(on);
+    assert_int_equal(kv_cpu_cache_parse_env("1", &on), KV_OK);
+    assert_true(on);
+    assert_int_equal(kv_cpu_cache_parse_env("no", &on), KV_ERR_INVALID_ARG);
+    assert_error(KV_ERR_INVALID_ARG, "KV_CACHING_ALLOCATOR");
+    assert_int_equal(kv_cpu_cache_parse_env(" 0", &on), KV_ERR_INVALID_ARG);
+}
+
+/* A small tensor is one block (header, storage, data) owned by its
+ * storage: a view outlives the tensor it was made from, and every block
+ * is 64-byte aligned and distinct. */
+static void test_small_tensor_block(void **state) {
+    (void)state;
+    kv_cpu_cache_set_enabled(true);
+    const kv_allocator_stats start = kv_allocator_stats_of(KV_DEVICE_CPU);
+    const int64_t n = 8, zero = 0;
+    kv_tensor *t = kv_tensor_empty(&n, 1, KV_F32, CPU);
+    kv_tensor *z = kv_tensor_empty(&zero, 1, KV_F32, CPU);
+    assert_non_null(t);
+    assert_non_null(z);
+    assert_int_equal((uintptr_t)kv_tensor_data(t) % 64, 0);
+    assert_ptr_not_equal(kv_tensor_data(t), kv_tensor_data(z));
+    float *p = kv_tensor_data(t);
+    for (int i = 0; i < 8; i++) p[i] = (float)i;
+    const int64_t vs = 4, vst = 2;
+    kv_tensor *v = kv_tensor_view(t, &vs, &vst, 1, 1);
+    assert_int_equal(kv_allocator_stats_of(KV_DEVICE_CPU).live_count - start.live_count, 2);
+    kv_tensor_release(t); /* the view keeps the block */
+    const int64_t idx = 3;
+    assert_true(kv_tensor_get_f64(v, &idx) == 7.0);
+    assert_int_equal(kv_allocator_stats_of(KV_DEVICE_CPU).live_count - start.live_count, 2);
+    kv_tensor_release(v);
+    kv_tensor_release(z);
+    assert_int_equal(kv_allocator_stats_of(KV_DEVICE_CPU).live_count, start.live_count);
+    assert_int_equal(kv_allocator_stats_of(KV_DEVICE_CPU).live_bytes, start.live_bytes);
+}
+
 static void test_allocator_stats_return_to_start(void **state) {
     (void)state;
     const kv_allocator_stats start = kv_allocator_stats_of(KV_DEVICE_CPU);
@@ -813,6 +894,8 @@ int main(void) {
         cmocka_unit_test(test_cuda_data_not_host),
         cmocka_unit_test(test_error_is_thread_local),
         cmocka_unit_test(test_refcount_threads),
+        cmocka_unit_test(test_cpu_cache),
+        cmocka_unit_test(test_small_tensor_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

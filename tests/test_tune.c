@@ -1,6 +1,10 @@
 /* perf_dispatch (kv/tune.h): the force grammar and its errors, discovery,
  * tuning with a fake clock (choice, per-geometry cache, re-tuning), the
- * log format, pins, reference mode and a thread-safety smoke test.
+ * log format, pins, reference mode and a thread-safety smoke test; each
+ * perf_dispatch rule: the geometry (tensors plus declared values only),
+ * re-tuning by calls and by time, the first evaluation's own warm-up,
+ * per-op settings (API and environment), forcing ops registered late, an
+ * unknown op's entry failing nothing, and "?" returning to its caller.
  *
  * Test ops are kvtt_* (registered at run time, so they never clash with
  * ops.schema). Their variants A, B, C advance a fake clock by a cost the
@@ -113,9 +117,10 @@ static int setup(void **state) {
 static int reset(void **state) {
     (void)state;
     kv_tune_set_clock(fake_clock, NULL);
-    kv_tune_config c = { 1, 5, 0, true };
+    kv_tune_config c = { 1, 5, 0, true, 0, 1, 0 };
     if (kv_tune_config_set(&c) != KV_OK) return -1;
     if (kv_tune_force_set(NULL) != KV_OK) return -1;
+    if (kv_tune_op_config_set(g_op, NULL) != KV_OK || kv_tune_op_config_set(g_op_ip, NULL) != KV_OK) return -1;
     kv_tune_log_set_enabled(false);
     kv_tune_set_log_sink(NULL, NULL);
     kv_tune_pin(NULL, KV_KEY_CPU, NULL);
@@ -240,19 +245,108 @@ static void test_forced_incompatible_is_call_error(void **state) {
 
 /* The environment is read once per process: each case runs in a fresh
  * process (this binary re-executed with --env-child NAME). */
+
+/* kv_exp / kv_neg on a small tensor: whether the call worked. */
+static bool unary_ok(kv_tensor *(*fn)(kv_tensor *)) {
+    const int64_t n = 4;
+    kv_tensor *t = kv_tensor_empty(&n, 1, KV_F32, KV_DEVICE_CPU0);
+    kv_tensor *r = fn(t);
+    const bool ok = r != NULL;
+    kv_tensor_release(r);
+    kv_tensor_release(t); /* LeakSanitizer checks this child too (ninja asan) */
+    return ok;
+}
+
+/* A malformed map (a duplicate op) is an error for every dispatch: no
+ * silent tuning. */
 static int env_expect_error(void) {
     if (kv_tune_env_load() != KV_TUNE_ENV_ERROR) return 1;
     if (strstr(kv_last_error_message(), "entry 'neg:avx9'") == NULL) return 2;
-    /* Every dispatch through a variant set fails with it: no silent tuning. */
-    const int64_t n = 4;
-    kv_tensor *t = kv_tensor_empty(&n, 1, KV_F32, KV_DEVICE_CPU0);
-    kv_tensor *r = kv_exp(t);
-    const bool failed = r == NULL && strstr(kv_last_error_message(), "KV_PERFDISPATCH_FORCE") != NULL;
-    kv_tensor_release(r);
-    kv_tensor_release(t); /* LeakSanitizer checks this child too (ninja asan) */
+    const bool failed = !unary_ok(kv_exp) && strstr(kv_last_error_message(), "KV_PERFDISPATCH_FORCE") != NULL;
     return failed ? 0 : 3;
 }
+/* neg:avx9 names a variant neg has on no backend: judged at neg's first
+ * dispatch, which fails naming the entry; exp is not touched by it. */
+static int env_expect_op_error(void) {
+    if (kv_tune_env_load() != KV_TUNE_ENV_OK) return 1;
+    if (!unary_ok(kv_exp)) return 2;
+    if (unary_ok(kv_neg)) return 3;
+    if (strstr(kv_last_error_message(), "entry 'neg:avx9'") == NULL) return 4;
+    if (strstr(kv_last_error_message(), "no variant 'avx9'") == NULL) return 5;
+    if (unary_ok(kv_neg)) return 6; /* every call, not only the first */
+    return kv_tune_force_check() == KV_ERR_INVALID_ARG ? 0 : 7;
+}
+/* nosuch.op:x matches no op: nothing can judge it at dispatch, so nothing
+ * fails, and exp is forced as its entry says; kv_tune_force_check (what
+ * kvrun runs after loading everything) reports the entry. */
+static int env_expect_unknown_op_harmless(void) {
+    if (kv_tune_env_load() != KV_TUNE_ENV_OK) return 1;
+    if (!unary_ok(kv_exp) || !unary_ok(kv_neg)) return 2;
+    const char *f = kv_tune_forced(kv_op_find("exp"));
+    if (f == NULL || strcmp(f, "sse2") != 0) return 3;
+    if (kv_tune_force_check() != KV_ERR_INVALID_ARG) return 4;
+    if (strstr(kv_last_error_message(), "entry 'nosuch.op:x'") == NULL) return 5;
+    return 0;
+}
+/* An op and variants registered after the map was read can be forced. */
+static int g_late_b_runs;
+static kv_status late_a(const kv_op *op, kv_keyset ks, kv_stack *s) {
+    (void)op;
+    (void)ks;
+    kv_tensor *self = kv_arg_tensor(s, 0);
+    kv_tensor_retain(self);
+    kv_stack_return_tensor(s, self);
+    return KV_OK;
+}
+static kv_status late_b(const kv_op *op, kv_keyset ks, kv_stack *s) {
+    g_late_b_runs++;
+    return late_a(op, ks, s);
+}
+static int env_expect_late_forced(void) {
+    if (kv_tune_env_load() != KV_TUNE_ENV_OK) return 1;
+    if (!unary_ok(kv_exp)) return 2; /* dispatches before the op exists */
+    const kv_op *op = NULL;
+    if (kv_op_register("kvtt.late(Tensor self) -> Tensor", &op) != KV_OK) return 3;
+    if (kv_tune_register_variant("kvtt.late", KV_KEY_CPU, "A", late_a, NULL) != KV_OK) return 4;
+    if (kv_tune_register_variant("kvtt.late", KV_KEY_CPU, "B", late_b, NULL) != KV_OK) return 5;
+    if (kv_tune_register_variant("kvtt.late", KV_KEY_CPU, "C", late_a, NULL) != KV_OK) return 6;
+    const int64_t n = 4;
+    kv_tensor *t = kv_tensor_empty(&n, 1, KV_F32, KV_DEVICE_CPU0);
+    kv_ivalue slots[KV_STACK_MAX];
+    for (int i = 0; i < 3; i++) {
+        kv_stack st = kv_stack_on(slots, KV_STACK_MAX);
+        kv_push_tensor(&st, t);
+        if (kv_call(op, &st) != KV_OK) return 7;
+        kv_stack_clear_returns(&st);
+    }
+    kv_tensor_release(t);
+    if (g_late_b_runs != 3) return 8; /* forced: B every time, never timed */
+    if (kv_tune_stats_of(op, KV_KEY_CPU).tunings != 0) return 9;
+    return kv_tune_force_check() == KV_OK ? 0 : 10;
+}
+/* "?": kv_tune_env_load says so (kvrun lists and exits); a dispatch that
+ * reads it first lists once and returns to its caller. */
 static int env_expect_list(void) { return kv_tune_env_load() == KV_TUNE_ENV_LIST ? 0 : 1; }
+static int env_expect_list_returns(void) {
+    if (!unary_ok(kv_exp)) return 1; /* the first dispatch reads "?" */
+    if (!unary_ok(kv_neg)) return 2;
+    return kv_tune_env_load() == KV_TUNE_ENV_LIST ? 0 : 3;
+}
+/* Per-op settings from the environment: "N" for all, "op:N" for one. */
+static int env_expect_settings(void) {
+    if (kv_tune_env_load() != KV_TUNE_ENV_OK) return 1;
+    const kv_tune_config g = kv_tune_config_get();
+    if (g.retune_after != 7 || g.rewarmup != 0) return 2;
+    const kv_tune_config n = kv_tune_op_config_get(kv_op_find("neg"));
+    if (n.retune_after != 3 || n.retune_ms != 5 || n.rewarmup != 0) return 3;
+    const kv_tune_config e = kv_tune_op_config_get(kv_op_find("exp"));
+    if (e.retune_after != 7 || e.retune_ms != 60000) return 4;
+    return unary_ok(kv_neg) ? 0 : 5;
+}
+static int env_expect_settings_error(void) {
+    if (kv_tune_env_load() != KV_TUNE_ENV_ERROR) return 1;
+    return strstr(kv_last_error_message(), "KV_PERFDISPATCH_RETUNE: entry 'neg:x'") ? 0 : 2;
+}
 static int env_expect_forced(void) {
     if (kv_tune_env_load() != KV_TUNE_ENV_OK) return 1;
     const char *f = kv_tune_forced(kv_op_find("exp"));
@@ -262,6 +356,12 @@ static int env_expect_forced(void) {
 static int env_child(const char *name) {
     if (kv_init() != KV_OK) return 90;
     if (strcmp(name, "error") == 0) return env_expect_error();
+    if (strcmp(name, "op_error") == 0) return env_expect_op_error();
+    if (strcmp(name, "unknown_op") == 0) return env_expect_unknown_op_harmless();
+    if (strcmp(name, "late") == 0) return env_expect_late_forced();
+    if (strcmp(name, "list_returns") == 0) return env_expect_list_returns();
+    if (strcmp(name, "settings") == 0) return env_expect_settings();
+    if (strcmp(name, "settings_error") == 0) return env_expect_settings_error();
     if (strcmp(name, "list") == 0) return env_expect_list();
     if (strcmp(name, "forced") == 0) return env_expect_forced();
     return 91;
@@ -269,11 +369,16 @@ static int env_child(const char *name) {
 
 static const char *g_self = "/proc/self/exe";
 
-static int child_env(const char *value, const char *name) {
+static int child_env_var(const char *var, const char *value, const char *name) {
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
-        setenv("KV_PERFDISPATCH_FORCE", value, 1);
+        if (freopen("/dev/null", "w", stdout) == NULL) _exit(101); /* "?" lists there */
+        setenv(var, value, 1);
+        if (strcmp(var, "KV_PERFDISPATCH_RETUNE") == 0) {
+            setenv("KV_PERFDISPATCH_RETUNE_MS", "neg:5", 1);
+            setenv("KV_PERFDISPATCH_REWARMUP", "0", 1);
+        }
         execl(g_self, "test_tune", "--env-child", name, (char *)NULL);
         _exit(100);
     }
@@ -282,12 +387,37 @@ static int child_env(const char *value, const char *name) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
 }
 
+static int child_env(const char *value, const char *name) {
+    return child_env_var("KV_PERFDISPATCH_FORCE", value, name);
+}
+
 static void test_force_environment(void **state) {
     (void)state;
     assert_int_equal(child_env("neg:ref, neg:avx9", "error"), 0);
-    assert_int_equal(child_env("neg:avx9", "error"), 0);
+    assert_int_equal(child_env("neg:avx9", "op_error"), 0);
     assert_int_equal(child_env(" ? ", "list"), 0);
     assert_int_equal(child_env(" exp : sse2 ", "forced"), 0);
+}
+
+static void test_force_unknown_op_does_not_poison(void **state) {
+    (void)state;
+    assert_int_equal(child_env("nosuch.op:x, exp:sse2", "unknown_op"), 0);
+}
+
+static void test_force_late_registration(void **state) {
+    (void)state;
+    assert_int_equal(child_env("kvtt.late:B", "late"), 0);
+}
+
+static void test_force_question_mark_returns(void **state) {
+    (void)state;
+    assert_int_equal(child_env("?", "list_returns"), 0);
+}
+
+static void test_settings_environment(void **state) {
+    (void)state;
+    assert_int_equal(child_env_var("KV_PERFDISPATCH_RETUNE", "7, neg:3", "settings"), 0);
+    assert_int_equal(child_env_var("KV_PERFDISPATCH_RETUNE", "7,neg:x", "settings_error"), 0);
 }
 
 /* kvrun: a bad value exits 2 naming the entry; "?" lists and exits 0. */
@@ -310,6 +440,9 @@ static void test_kvrun_force(void **state) {
     assert_non_null(strstr(out, "entry 'neg:avx9'"));
     assert_int_equal(run_kvrun("neg", out, sizeof out), 2);
     assert_non_null(strstr(out, "entry 'neg'"));
+    /* Matching no op is judged once kvrun has loaded everything. */
+    assert_int_equal(run_kvrun("nosuch.op:ref", out, sizeof out), 2);
+    assert_non_null(strstr(out, "entry 'nosuch.op:ref'"));
     assert_int_equal(run_kvrun("?", out, sizeof out), 0);
     assert_non_null(strstr(out, "neg: CPU[ref, sse2, avx2, avx512, threads]"));
     assert_non_null(strstr(out, "mm: CPU[ref"));
@@ -469,6 +602,243 @@ static void test_retune_after_n_calls(void **state) {
     c.reps = 5;
     c.retune_after = -1;
     assert_int_equal(kv_tune_config_set(&c), KV_ERR_INVALID_ARG);
+    kv_tensor_release(t);
+}
+
+/* ---- the geometry: tensors, plus only the declared values ---- */
+
+static kv_status call_scalar(const kv_op *op, kv_tensor *t, int64_t alpha) {
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, t);
+    kv_push_scalar(&s, kv_scalar_int(alpha));
+    kv_status st = kv_call(op, &s);
+    if (st == KV_OK) kv_stack_clear_returns(&s);
+    return st;
+}
+
+static void test_geometry_scalars_only_when_declared(void **state) {
+    (void)state;
+    static const kv_op *plain, *declared;
+    if (plain == NULL) {
+        assert_int_equal(kv_op_register("kvtt.s(Tensor self, Scalar alpha) -> Tensor", &plain), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.s", KV_KEY_CPU, "A", var_a, NULL), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.s", KV_KEY_CPU, "B", var_b, NULL), KV_OK);
+        assert_int_equal(kv_op_register("kvtt.sd(Tensor self, Scalar alpha) -> Tensor", &declared), KV_OK);
+        assert_int_equal(kv_tune_register_variant_args("kvtt.sd", KV_KEY_CPU, "A", var_a, NULL, "alpha"), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.sd", KV_KEY_CPU, "B", var_b, NULL), KV_OK);
+    }
+    kv_tensor *t = tensor2(2, 3, KV_F32);
+    /* Nobody declared alpha: alpha = 1..100 is one geometry, tuned once. */
+    for (int a = 1; a <= 100; a++) assert_int_equal(call_scalar(plain, t, a), KV_OK);
+    assert_int_equal(kv_tune_stats_of(plain, KV_KEY_CPU).tunings, 1);
+    assert_int_equal(kv_tune_stats_of(plain, KV_KEY_CPU).cache_hits, 99);
+    /* A declared it: every value is a geometry of its own. */
+    for (int a = 1; a <= 10; a++) assert_int_equal(call_scalar(declared, t, a), KV_OK);
+    for (int a = 1; a <= 10; a++) assert_int_equal(call_scalar(declared, t, a), KV_OK);
+    assert_int_equal(kv_tune_stats_of(declared, KV_KEY_CPU).tunings, 10);
+    /* Declaring what is not a non-tensor argument is an error. */
+    assert_int_equal(kv_tune_register_variant_args("kvtt.sd", KV_KEY_CPU, "C", var_c, NULL, "self"),
+                     KV_ERR_INVALID_ARG);
+    assert_non_null(strstr(kv_last_error_message(), "'self'"));
+    assert_int_equal(kv_tune_register_variant_args("kvtt.sd", KV_KEY_CPU, "C", var_c, NULL, "beta"),
+                     KV_ERR_INVALID_ARG);
+    assert_int_equal(kv_tune_variant_count(declared, KV_KEY_CPU), 2);
+    kv_tensor_release(t);
+}
+
+/* A cached choice the call's predicate refuses goes to the next fastest
+ * compatible variant of that geometry's timings: no tuning per call. */
+static bool g_c_refuses;
+static bool pred_c_switch(const kv_op *op, const kv_stack *s) {
+    (void)op;
+    (void)s;
+    return !g_c_refuses;
+}
+
+static void test_cached_choice_refused_uses_ranking(void **state) {
+    (void)state;
+    static const kv_op *op;
+    if (op == NULL) {
+        assert_int_equal(kv_op_register("kvtt.r(Tensor self) -> Tensor", &op), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.r", KV_KEY_CPU, "A", var_a, NULL), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.r", KV_KEY_CPU, "B", var_b, NULL), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.r", KV_KEY_CPU, "C", var_c, pred_c_switch), KV_OK);
+    }
+    g_c_refuses = false;
+    variants_reset(30, 20, 10); /* C, then B, then A */
+    kv_tensor *t = tensor2(2, 2, KV_F32);
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, t);
+    assert_int_equal(kv_call(op, &s), KV_OK);
+    kv_stack_clear_returns(&s);
+    assert_int_equal(kv_tune_stats_of(op, KV_KEY_CPU).tunings, 1);
+    g_c_refuses = true;
+    memset(g_runs, 0, sizeof g_runs);
+    for (int i = 0; i < 5; i++) {
+        s = kv_stack_on(slots, KV_STACK_MAX);
+        kv_push_tensor(&s, t);
+        assert_int_equal(kv_call(op, &s), KV_OK);
+        kv_stack_clear_returns(&s);
+    }
+    assert_int_equal(g_runs[VB], 5);
+    assert_int_equal(g_runs[VA] + g_runs[VC], 0);
+    assert_int_equal(kv_tune_stats_of(op, KV_KEY_CPU).tunings, 1);
+    g_c_refuses = false;
+    kv_tensor_release(t);
+}
+
+/* ---- analyse once: the predicate's analysis reaches the kernel ---- */
+
+static int g_analyses, g_stash_taken;
+static const char g_stash_kind = 0;
+typedef struct fake_analysis {
+    int64_t numel;
+} fake_analysis;
+
+static bool stash_pred(const kv_op *op, const kv_stack *s) {
+    fake_analysis local, *a = kv_tune_stash_buffer(op, s, sizeof *a);
+    if (a == NULL) a = &local;
+    g_analyses++;
+    a->numel = kv_tensor_numel(kv_arg_tensor(s, 0));
+    if (a != &local) kv_tune_stash_fill(op, s, &g_stash_kind);
+    return true;
+}
+
+static kv_status stash_kernel(const kv_op *op, kv_keyset ks, kv_stack *s) {
+    const fake_analysis *a = kv_tune_stash_take(op, s, &g_stash_kind);
+    if (a != NULL) {
+        g_stash_taken++;
+        if (a->numel != kv_tensor_numel(kv_arg_tensor(s, 0))) return KV_ERR_INTERNAL;
+    } else {
+        g_analyses++;
+    }
+    return ks == 0 ? KV_ERR_INTERNAL : var_b(op, ks, s);
+}
+
+static void test_analyse_once_on_cache_hit(void **state) {
+    (void)state;
+    static const kv_op *op;
+    if (op == NULL) {
+        assert_int_equal(kv_op_register("kvtt.once(Tensor self) -> Tensor", &op), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.once", KV_KEY_CPU, "A", var_a, NULL), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.once", KV_KEY_CPU, "S", stash_kernel, stash_pred), KV_OK);
+    }
+    variants_reset(100, 10, 10); /* S (which runs B's cost) wins */
+    kv_tensor *t = tensor2(3, 4, KV_F32);
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, t);
+    assert_int_equal(kv_call(op, &s), KV_OK); /* tunes: the kernel finds no stash */
+    kv_stack_clear_returns(&s);
+    assert_int_equal(g_stash_taken, 0);
+    g_analyses = 0;
+    for (int i = 0; i < 4; i++) {
+        s = kv_stack_on(slots, KV_STACK_MAX);
+        kv_push_tensor(&s, t);
+        assert_int_equal(kv_call(op, &s), KV_OK);
+        kv_stack_clear_returns(&s);
+    }
+    /* Cache hits: one analysis per call (the predicate's), taken by the kernel. */
+    assert_int_equal(g_analyses, 4);
+    assert_int_equal(g_stash_taken, 4);
+    /* Called directly (no dispatcher, nothing armed): it analyses itself. */
+    s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, t);
+    assert_int_equal(kv_tune_call_variant(op, KV_KEY_CPU, "S", &s), KV_OK);
+    kv_stack_clear_returns(&s);
+    assert_int_equal(g_stash_taken, 4);
+    assert_int_equal(g_analyses, 6);
+    kv_tensor_release(t);
+}
+
+/* ---- re-tuning: by calls, by time, and its own warm-up ---- */
+
+static void test_retune_by_elapsed_time(void **state) {
+    (void)state;
+    kv_tune_config c = { 1, 5, 0, true, 1000, 1, 0 }; /* no count trigger; 1 s */
+    assert_int_equal(kv_tune_config_set(&c), KV_OK);
+    kv_tensor *t = tensor2(3, 3, KV_F32);
+    assert_int_equal(call_a(t), KV_OK); /* call 1 tunes */
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 1);
+    /* Calls up to the 63rd do not look at the clock, however late. */
+    g_now += 5000000000ull;
+    for (int i = 2; i <= 63; i++) assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 1);
+    /* The 64th does, and 5 s > 1 s: re-tuned, and the count starts over. */
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 2);
+    /* Soon after, 64 more calls (the fake clock moves by the runs' costs
+     * only, far less than 1 s): no re-tuning. */
+    for (int i = 0; i < 64; i++) assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 2);
+    c.retune_ms = -1;
+    assert_int_equal(kv_tune_config_set(&c), KV_ERR_INVALID_ARG);
+    kv_tensor_release(t);
+}
+
+static void test_first_warmup_separate_from_rewarmup(void **state) {
+    (void)state;
+    kv_tune_config c = { 3, 1, 2, true, 0, 0, 0 }; /* first: 3 warm-up runs; re-tune: none */
+    assert_int_equal(kv_tune_config_set(&c), KV_OK);
+    kv_tensor *t = tensor2(4, 3, KV_F32);
+    assert_int_equal(call_a(t), KV_OK); /* first evaluation: 3 + 1 runs each, then B runs the call */
+    assert_int_equal(g_runs[VA], 4);
+    assert_int_equal(g_runs[VC], 4);
+    assert_int_equal(g_runs[VB], 5);
+    assert_int_equal(call_a(t), KV_OK); /* call 2: cached */
+    memset(g_runs, 0, sizeof g_runs);
+    assert_int_equal(call_a(t), KV_OK); /* call 3: re-evaluation, 0 + 1 runs each */
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 2);
+    assert_int_equal(g_runs[VA], 1);
+    assert_int_equal(g_runs[VC], 1);
+    assert_int_equal(g_runs[VB], 2);
+    c.rewarmup = -1;
+    assert_int_equal(kv_tune_config_set(&c), KV_ERR_INVALID_ARG);
+    kv_tensor_release(t);
+}
+
+static void test_per_op_settings(void **state) {
+    (void)state;
+    /* Global: never re-tune; kvtt.a alone re-tunes after 2 calls. */
+    kv_tune_config c = { 1, 5, 0, true, 0, 1, 0 }, mine = c;
+    assert_int_equal(kv_tune_config_set(&c), KV_OK);
+    mine.retune_after = 2;
+    assert_int_equal(kv_tune_op_config_set(g_op, &mine), KV_OK);
+    assert_int_equal(kv_tune_op_config_get(g_op).retune_after, 2);
+    assert_int_equal(kv_tune_op_config_get(g_op_ip).retune_after, 0);
+    kv_tensor *t = tensor2(2, 5, KV_F32);
+    for (int i = 0; i < 5; i++) assert_int_equal(call_a(t), KV_OK); /* tunes at calls 1, 3 and 5 */
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 3);
+    kv_ivalue slots[KV_STACK_MAX];
+    for (int i = 0; i < 5; i++) {
+        kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+        kv_push_tensor(&s, t);
+        assert_int_equal(kv_call(g_op_ip, &s), KV_OK);
+        kv_stack_clear_returns(&s);
+    }
+    assert_int_equal(kv_tune_stats_of(g_op_ip, KV_KEY_CPU).tunings, 1);
+    /* An op registered after its setting gets it too. */
+    const kv_op *late = NULL;
+    assert_int_equal(kv_op_register("kvtt.lateset(Tensor self) -> Tensor", &late), KV_OK);
+    mine.reps = 3;
+    assert_int_equal(kv_tune_op_config_set(late, &mine), KV_OK);
+    assert_int_equal(kv_tune_register_variant("kvtt.lateset", KV_KEY_CPU, "A", var_a, NULL), KV_OK);
+    assert_int_equal(kv_tune_register_variant("kvtt.lateset", KV_KEY_CPU, "B", var_b, NULL), KV_OK);
+    variants_reset(20, 10, 50); /* A within 8 times B: timed every round */
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, t);
+    assert_int_equal(kv_call(late, &s), KV_OK);
+    kv_stack_clear_returns(&s);
+    assert_int_equal(g_runs[VA], 1 + 3); /* its own reps, not the global 5 */
+    /* NULL puts an op back on the global settings; bad ones are refused. */
+    assert_int_equal(kv_tune_op_config_set(g_op, NULL), KV_OK);
+    assert_int_equal(kv_tune_op_config_get(g_op).retune_after, 0);
+    mine.reps = 0;
+    assert_int_equal(kv_tune_op_config_set(g_op, &mine), KV_ERR_INVALID_ARG);
+    assert_int_equal(kv_tune_op_config_set(NULL, &c), KV_ERR_INVALID_ARG);
+    assert_int_equal(kv_tune_op_config_set(late, NULL), KV_OK);
     kv_tensor_release(t);
 }
 
@@ -641,12 +1011,22 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_force_unknown_variant, reset),
         cmocka_unit_test_setup(test_forced_incompatible_is_call_error, reset),
         cmocka_unit_test_setup(test_force_environment, reset),
+        cmocka_unit_test_setup(test_force_unknown_op_does_not_poison, reset),
+        cmocka_unit_test_setup(test_force_late_registration, reset),
+        cmocka_unit_test_setup(test_force_question_mark_returns, reset),
+        cmocka_unit_test_setup(test_settings_environment, reset),
         cmocka_unit_test_setup(test_kvrun_force, reset),
         cmocka_unit_test_setup(test_discovery, reset),
         cmocka_unit_test_setup(test_direct_call_and_compat, reset),
         cmocka_unit_test_setup(test_tuning_picks_fastest_and_caches, reset),
         cmocka_unit_test_setup(test_tuning_median_and_ties, reset),
         cmocka_unit_test_setup(test_retune_after_n_calls, reset),
+        cmocka_unit_test_setup(test_geometry_scalars_only_when_declared, reset),
+        cmocka_unit_test_setup(test_cached_choice_refused_uses_ranking, reset),
+        cmocka_unit_test_setup(test_analyse_once_on_cache_hit, reset),
+        cmocka_unit_test_setup(test_retune_by_elapsed_time, reset),
+        cmocka_unit_test_setup(test_first_warmup_separate_from_rewarmup, reset),
+        cmocka_unit_test_setup(test_per_op_settings, reset),
         cmocka_unit_test_setup(test_tuning_off_and_single_compatible, reset),
         cmocka_unit_test_setup(test_tuning_never_touches_mutable_args, reset),
         cmocka_unit_test_setup(test_log_format, reset),

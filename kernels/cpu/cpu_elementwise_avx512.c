@@ -23,5 +23,5 @@ bool kv_cpu_ew_avx512_pred(const kv_op *op, const kv_stack *stack) {
 
 kv_status kv_cpu_ew_avx512_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     (void)ks;
-    return kv_cpu_ew_run(op, stack, &kv_cpu_ew_avx512, 1);
+    return kv_cpu_ew_run(op, stack, &kv_cpu_ew_avx512, 1, NULL);
 }

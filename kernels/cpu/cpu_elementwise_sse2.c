@@ -23,5 +23,5 @@ bool kv_cpu_ew_sse2_pred(const kv_op *op, const kv_stack *stack) {
 
 kv_status kv_cpu_ew_sse2_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     (void)ks;
-    return kv_cpu_ew_run(op, stack, &kv_cpu_ew_sse2, 1);
+    return kv_cpu_ew_run(op, stack, &kv_cpu_ew_sse2, 1, NULL);
 }

@@ -22,15 +22,19 @@ static int64_t ew_numel(const cpu_ew_call *c) {
 }
 
 bool kv_cpu_ew_threads_pred(const kv_op *op, const kv_stack *stack) {
-    cpu_ew_call c;
-    if (!kv_cpu_ew_analyze(op, stack, &c) || best_table()->loop[c.kind][c.dt] == NULL) return false;
-    const int64_t n = ew_numel(&c);
-    return n >= KV_CPU_THREAD_MIN_NUMEL && kv_cpu_thread_count(n, KV_CPU_THREAD_MIN_NUMEL / 4) >= 2;
+    cpu_ew_call local;
+    cpu_ew_call *c = kv_tune_stash_buffer(op, stack, sizeof *c);
+    if (c == NULL) c = &local;
+    if (!kv_cpu_ew_analyze(op, stack, c) || best_table()->loop[c->kind][c->dt] == NULL) return false;
+    const int64_t n = ew_numel(c);
+    if (n < KV_CPU_THREAD_MIN_NUMEL || kv_cpu_thread_count(n, KV_CPU_THREAD_MIN_NUMEL / 4) < 2) return false;
+    if (c != &local) kv_tune_stash_fill(op, stack, &kv_cpu_ew_stash_kind);
+    return true;
 }
 
 kv_status kv_cpu_ew_threads_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     (void)ks;
     cpu_ew_call c;
-    const int n = kv_cpu_ew_analyze(op, stack, &c) ? kv_cpu_thread_count(ew_numel(&c), KV_CPU_THREAD_MIN_NUMEL / 4) : 1;
-    return kv_cpu_ew_run(op, stack, best_table(), n);
+    if (!kv_cpu_ew_analyze_once(op, stack, &c)) return kv_cpu_ew_run(op, stack, best_table(), 1, NULL);
+    return kv_cpu_ew_run(op, stack, best_table(), kv_cpu_thread_count(ew_numel(&c), KV_CPU_THREAD_MIN_NUMEL / 4), &c);
 }

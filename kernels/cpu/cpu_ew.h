@@ -35,6 +35,7 @@
 
 #include "kv/dispatch.h"
 #include "kv/tensor.h"
+#include "kv/tune.h"
 
 typedef enum cpu_ew_kind {
     CPU_EW_ADD, /* also add_ */
@@ -118,8 +119,15 @@ typedef struct cpu_ew_call {
 bool kv_cpu_ew_analyze(const kv_op *op, const kv_stack *stack, cpu_ew_call *c);
 /* The predicate body: analyze, and the table has the loop. */
 bool kv_cpu_ew_supported(const kv_op *op, const kv_stack *stack, const cpu_ew_table *t);
-/* Runs the call with table t on `nthreads` threads (1: this one). */
-kv_status kv_cpu_ew_run(const kv_op *op, kv_stack *stack, const cpu_ew_table *t, int nthreads);
+/* The stash kind of the elementwise analysis (kv_tune_stash_*). */
+extern const char kv_cpu_ew_stash_kind;
+/* analyze, or the predicate's analysis of this very call when the tuner
+ * stashed it (kv_tune_stash_take). */
+bool kv_cpu_ew_analyze_once(const kv_op *op, const kv_stack *stack, cpu_ew_call *c);
+/* Runs the call with table t on `nthreads` threads (1: this one); `pre`
+ * is the call's analysis when the caller has it (NULL: analyze once). */
+kv_status kv_cpu_ew_run(const kv_op *op, kv_stack *stack, const cpu_ew_table *t, int nthreads,
+                        const cpu_ew_call *pre);
 
 /* The threaded variant's threshold and thread count (cpu_elementwise_threads.c). */
 #define KV_CPU_THREAD_MIN_NUMEL ((int64_t)1 << 18)

@@ -311,9 +311,26 @@ bool kv_cpu_ew_analyze(const kv_op *op, const kv_stack *stack, cpu_ew_call *c) {
     return true;
 }
 
+/* Names the analysis in the tuner's stash (kv_tune_stash_*): every
+ * elementwise variant analyses a call the same way. */
+const char kv_cpu_ew_stash_kind = 0;
+
 bool kv_cpu_ew_supported(const kv_op *op, const kv_stack *stack, const cpu_ew_table *t) {
-    cpu_ew_call c;
-    return kv_cpu_ew_analyze(op, stack, &c) && t->loop[c.kind][c.dt] != NULL;
+    cpu_ew_call local;
+    cpu_ew_call *c = kv_tune_stash_buffer(op, stack, sizeof *c);
+    if (c == NULL) c = &local;
+    if (!kv_cpu_ew_analyze(op, stack, c) || t->loop[c->kind][c->dt] == NULL) return false;
+    if (c != &local) kv_tune_stash_fill(op, stack, &kv_cpu_ew_stash_kind);
+    return true;
+}
+
+bool kv_cpu_ew_analyze_once(const kv_op *op, const kv_stack *stack, cpu_ew_call *c) {
+    const cpu_ew_call *pre = kv_tune_stash_take(op, stack, &kv_cpu_ew_stash_kind);
+    if (pre != NULL) {
+        *c = *pre;
+        return true;
+    }
+    return kv_cpu_ew_analyze(op, stack, c);
 }
 
 /* ---- the driver ---- */
@@ -407,9 +424,11 @@ static void ew_piece(int i, void *ctx) {
     ew_plan_range(j->p, total * i / j->n, total * (i + 1) / j->n);
 }
 
-kv_status kv_cpu_ew_run(const kv_op *op, kv_stack *stack, const cpu_ew_table *t, int nthreads) {
+kv_status kv_cpu_ew_run(const kv_op *op, kv_stack *stack, const cpu_ew_table *t, int nthreads,
+                        const cpu_ew_call *pre) {
     cpu_ew_call c;
-    if (!kv_cpu_ew_analyze(op, stack, &c) || t->loop[c.kind][c.dt] == NULL)
+    if (pre != NULL) c = *pre;
+    if ((pre == NULL && !kv_cpu_ew_analyze_once(op, stack, &c)) || t->loop[c.kind][c.dt] == NULL)
         return kv_error(KV_ERR_INVALID_ARG, "%s: the %s elementwise variant does not cover this call", kv_op_name(op),
                         t->isa);
     kv_tensor *out = c.inplace ? c.in[0] : kv_cpu_new(c.sizes, c.ndim, c.out_dtype);

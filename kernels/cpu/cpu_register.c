@@ -2,7 +2,13 @@
  * kernels/ref registered at the CPU key, still the golden reference) and
  * the optimized variants of kernels/cpu, in the order the tuner lists
  * them (a tie goes to the earlier one; without tuning the last compatible
- * one runs, so the most specialized come last). */
+ * one runs, so the most specialized come last).
+ *
+ * Each variant declares the non-tensor arguments that join the geometry
+ * (kv_tune_register_variant_args): the reductions, softmax, the norms and
+ * the direct kernels depend on their dims, sizes and flags ("*ints"), pow
+ * on its exponent (2, 0.5 and -1 skip libm); alphas and clamp bounds are
+ * values that cost the same whatever they are. */
 #include "cpu/cpu.h"
 
 #include <stddef.h>
@@ -15,29 +21,31 @@ typedef struct cpu_variant {
     const char *name;
     kv_kernel_fn fn;
     kv_tune_pred_fn pred;
+    const char *depends; /* kv_tune_register_variant_args' depends_on */
 } cpu_variant;
 
-#define EW(op)                                                            \
-    { op, "sse2", kv_cpu_ew_sse2_kernel, kv_cpu_ew_sse2_pred },           \
-    { op, "avx2", kv_cpu_ew_avx2_kernel, kv_cpu_ew_avx2_pred },           \
-    { op, "avx512", kv_cpu_ew_avx512_kernel, kv_cpu_ew_avx512_pred },     \
-    { op, "threads", kv_cpu_ew_threads_kernel, kv_cpu_ew_threads_pred }
+#define EWD(op, dep)                                                           \
+    { op, "sse2", kv_cpu_ew_sse2_kernel, kv_cpu_ew_sse2_pred, dep },           \
+    { op, "avx2", kv_cpu_ew_avx2_kernel, kv_cpu_ew_avx2_pred, dep },           \
+    { op, "avx512", kv_cpu_ew_avx512_kernel, kv_cpu_ew_avx512_pred, dep },     \
+    { op, "threads", kv_cpu_ew_threads_kernel, kv_cpu_ew_threads_pred, dep }
+#define EW(op) EWD(op, NULL)
 
 #define RED(op)                                                               \
-    { op, "vec", kv_cpu_reduce_vec_kernel, kv_cpu_reduce_pred },              \
-    { op, "pairwise", kv_cpu_reduce_pairwise_kernel, kv_cpu_reduce_pred }
+    { op, "vec", kv_cpu_reduce_vec_kernel, kv_cpu_reduce_pred, "*ints" },     \
+    { op, "pairwise", kv_cpu_reduce_pairwise_kernel, kv_cpu_reduce_pred, "*ints" }
 
 #define MM(op)                                                                \
-    { op, "blocked", kv_cpu_mm_blocked_kernel, kv_cpu_mm_blocked_pred },      \
-    { op, "avx2", kv_cpu_mm_avx2_kernel, kv_cpu_mm_avx2_pred },               \
-    { op, "avx512", kv_cpu_mm_avx512_kernel, kv_cpu_mm_avx512_pred }
+    { op, "blocked", kv_cpu_mm_blocked_kernel, kv_cpu_mm_blocked_pred, NULL }, \
+    { op, "avx2", kv_cpu_mm_avx2_kernel, kv_cpu_mm_avx2_pred, NULL },          \
+    { op, "avx512", kv_cpu_mm_avx512_kernel, kv_cpu_mm_avx512_pred, NULL }
 
-#define DIRECT(op, family) { op, "direct", kv_cpu_##family##_kernel, kv_cpu_##family##_pred }
+#define DIRECT(op, family) { op, "direct", kv_cpu_##family##_kernel, kv_cpu_##family##_pred, "*ints" }
 
 static const cpu_variant cpu_variants[] = {
     /* elementwise */
     EW("add.Tensor"), EW("add_.Tensor"), EW("sub.Tensor"), EW("mul.Tensor"), EW("mul_.Tensor"), EW("div.Tensor"),
-    EW("maximum"), EW("minimum"), EW("pow.Tensor_Scalar"), EW("neg"), EW("abs"), EW("exp"), EW("log"), EW("sqrt"),
+    EW("maximum"), EW("minimum"), EWD("pow.Tensor_Scalar", "exponent"), EW("neg"), EW("abs"), EW("exp"), EW("log"), EW("sqrt"),
     EW("rsqrt"), EW("sin"), EW("cos"), EW("tanh"), EW("sigmoid"), EW("relu"), EW("gelu"), EW("silu"), EW("clamp"),
     EW("clamp_.Tensor"), EW("clamp.Tensor"), EW("where.self"), EW("eq.Tensor"), EW("lt.Tensor"),
     EW("gelu_backward"),
@@ -46,13 +54,13 @@ static const cpu_variant cpu_variants[] = {
     /* matmul */
     MM("mm"), MM("bmm"), MM("addmm"),
     /* normalization */
-    { "_softmax", "vec", kv_cpu_softmax_vec_kernel, kv_cpu_softmax_pred },
-    { "_softmax", "fused", kv_cpu_softmax_fused_kernel, kv_cpu_softmax_pred },
-    { "_log_softmax", "vec", kv_cpu_softmax_vec_kernel, kv_cpu_softmax_pred },
-    { "_log_softmax", "fused", kv_cpu_softmax_fused_kernel, kv_cpu_softmax_pred },
-    { "native_layer_norm", "vec", kv_cpu_norm_vec_kernel, kv_cpu_norm_vec_pred },
-    { "native_layer_norm", "fused", kv_cpu_norm_fused_kernel, kv_cpu_norm_fused_pred },
-    { "native_group_norm", "fused", kv_cpu_norm_fused_kernel, kv_cpu_norm_fused_pred },
+    { "_softmax", "vec", kv_cpu_softmax_vec_kernel, kv_cpu_softmax_pred, "*ints" },
+    { "_softmax", "fused", kv_cpu_softmax_fused_kernel, kv_cpu_softmax_pred, "*ints" },
+    { "_log_softmax", "vec", kv_cpu_softmax_vec_kernel, kv_cpu_softmax_pred, "*ints" },
+    { "_log_softmax", "fused", kv_cpu_softmax_fused_kernel, kv_cpu_softmax_pred, "*ints" },
+    { "native_layer_norm", "vec", kv_cpu_norm_vec_kernel, kv_cpu_norm_vec_pred, "*ints" },
+    { "native_layer_norm", "fused", kv_cpu_norm_fused_kernel, kv_cpu_norm_fused_pred, "*ints" },
+    { "native_group_norm", "fused", kv_cpu_norm_fused_kernel, kv_cpu_norm_fused_pred, "*ints" },
     /* moving and filling memory */
     DIRECT("fill_.Scalar", copy), DIRECT("zero_", copy), DIRECT("copy_", copy), DIRECT("clone", copy),
     DIRECT("contiguous", copy), DIRECT("_to_copy", copy), DIRECT("empty.memory_format", copy),
@@ -88,7 +96,7 @@ kv_status kv_cpu_variants_register(void) {
     }
     for (size_t i = 0; i < sizeof cpu_variants / sizeof cpu_variants[0]; i++) {
         const cpu_variant *v = &cpu_variants[i];
-        kv_status st = kv_tune_register_variant(v->op, KV_KEY_CPU, v->name, v->fn, v->pred);
+        kv_status st = kv_tune_register_variant_args(v->op, KV_KEY_CPU, v->name, v->fn, v->pred, v->depends);
         if (st != KV_OK) return st;
     }
     return KV_OK;

@@ -110,6 +110,8 @@ kv_key kv_accel_target(void) {
     return (kv_key)atomic_load_explicit(&g_target, memory_order_relaxed);
 }
 
+kv_key kv_accel_target_now(void) { return (kv_key)atomic_load_explicit(&g_target, memory_order_relaxed); }
+
 const char *kv_accel_target_name(void) {
     kv_key t = kv_accel_target();
     return t == KV_KEY_NONE ? "none" : kv_device_type_name((kv_device_type)t);

@@ -15,7 +15,9 @@
 
 /* ---- owned tensors ---- */
 
-kv_status kv_accel_box_own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot) {
+_Static_assert(KV_STACK_MAX <= 32, "the box's slot masks are 32 bits");
+
+static kv_status own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot) {
     if (b->nowned == b->capowned) {
         int cap = b->capowned * 2;
         kv_accel_owned *grown = malloc((size_t)cap * sizeof *grown);
@@ -30,6 +32,27 @@ kv_status kv_accel_box_own(kv_accel_box *b, kv_tensor *made, const kv_tensor *or
     }
     b->owned[b->nowned++] = (kv_accel_owned){ made, orig, slot };
     return KV_OK;
+}
+
+kv_status kv_accel_box_own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot) {
+    return own(b, made, orig, slot);
+}
+
+void kv_accel_box_note(kv_accel_box *b, const kv_tensor *boxed) {
+    b->boxed_keys |= boxed->keys;
+    /* The same rule as kv_call's key set scan: a 0-dim CPU tensor is read
+     * as a scalar and neither sets nor checks the device. */
+    if (boxed->ndim == 0 && boxed->device.type == KV_DEVICE_CPU) {
+        b->boxed_any = true;
+        return;
+    }
+    if (!b->boxed_have_device) {
+        b->boxed_device = boxed->device;
+        b->boxed_have_device = true;
+    } else if (!kv_device_equal(b->boxed_device, boxed->device)) {
+        b->boxed_device_mismatch = true;
+    }
+    b->boxed_any = true;
 }
 
 kv_status kv_accel_box_fail(kv_accel_box *b, kv_status st) {
@@ -60,7 +83,9 @@ kv_tensor *kv_accel_alias_to_target(const kv_tensor *t, kv_key target) {
 }
 
 void kv_accel_shadow(kv_tensor *shadow, const kv_tensor *t, kv_key target) {
-    memcpy(shadow, t, sizeof *shadow);
+    /* A struct copy, which the compiler inlines (memcpy of a header went
+     * through libc's). The refcount is overwritten below. */
+    *shadow = *t;
     atomic_init(&shadow->refcount, 1);
     shadow->device = (kv_device){ (kv_device_type)target, target_index(target, t->device.index) };
     shadow->keys = kv_accel_keys_to_target(t->keys, target);
@@ -122,23 +147,26 @@ bool kv_accel_box_begin(kv_accel_box *b, const kv_op *op, kv_keyset ks, kv_stack
     b->nreturns = 0;
     b->device_not_accel = false;
     b->list_inline_used = false;
+    b->boxed_any = false;
+    b->boxed_have_device = false;
+    b->boxed_device_mismatch = false;
+    b->boxed_keys = KV_KEYSET_EMPTY;
+    b->mutable_mask = 0;
+    b->list_heap_mask = 0;
     b->compact_slot = -1;
     b->compact_items = NULL;
     b->compact_n = 0;
     b->owned = b->owned_inline;
     b->nowned = 0;
     b->capowned = KV_ACCEL_BOX_INLINE;
+    b->nshadows = 0;
     int n = stack->size < KV_STACK_MAX ? stack->size : KV_STACK_MAX;
-    for (int i = 0; i < n; i++) {
-        b->mutable_slot[i] = false;
-        b->list_heap[i] = NULL;
-    }
-    memcpy(b->slots, stack->slots, (size_t)n * sizeof *b->slots);
+    for (int i = 0; i < n; i++) b->slots[i] = stack->slots[i];
     b->stack = kv_stack_on(b->slots, KV_STACK_MAX);
     b->stack.size = n;
     if (any_batched(s, stack)) return false;
 
-    kv_key runtime = kv_accel_target();
+    kv_key runtime = kv_accel_target_now();
     kv_key t = target == KV_ACCEL_TARGET_DEFAULT ? runtime : target;
     if (runtime == KV_KEY_NONE) {
         b->st = kv_accel_target_error(s->full_name);
@@ -160,15 +188,31 @@ kv_status kv_accel_box_below(kv_accel_box *b, int op_id) {
     return kv_redispatch(b->op, b->ks & kv_keyset_below(KV_KEY_ACCEL_BOXING), b->caller);
 }
 
-/* Boxes one tensor value; t is the caller's. */
-static kv_tensor *box_one(kv_accel_box *b, kv_tensor *t, int slot) {
-    if (t->device.type != KV_DEVICE_ACCEL) return t; /* a 0-dim CPU tensor rides along */
+/* Boxes one tensor value; t is the caller's. A single Tensor argument
+ * (`shadow`) gets a header in the box itself: the fast path's kernel only
+ * reads it, and the slow path, whose layers may keep their arguments,
+ * swaps it for a heap alias first (upgrade_shadows). */
+static kv_tensor *box_one(kv_accel_box *b, kv_tensor *t, int slot, bool shadow) {
+    if (t->device.type != KV_DEVICE_ACCEL) { /* a 0-dim CPU tensor rides along */
+        kv_accel_box_note(b, t);
+        return t;
+    }
+    if (shadow && b->nshadows < KV_ACCEL_BOX_SHADOWS) {
+        const int i = b->nshadows++;
+        kv_tensor *h = &b->shadows[i];
+        kv_accel_shadow(h, t, b->target);
+        b->shadow_orig[i] = t;
+        b->shadow_slot[i] = slot;
+        kv_accel_box_note(b, h);
+        return h;
+    }
     kv_tensor *a = kv_accel_alias_to_target(t, b->target);
     if (a == NULL) {
         fail_from_error(b, "boxing an argument");
         return NULL;
     }
-    if (kv_accel_box_own(b, a, t, slot) != KV_OK) {
+    kv_accel_box_note(b, a);
+    if (own(b, a, t, slot) != KV_OK) {
         fail_from_error(b, "boxing an argument");
         return NULL;
     }
@@ -179,7 +223,7 @@ kv_status kv_accel_box_tensor(kv_accel_box *b, int slot) {
     if (b->st != KV_OK) return b->st;
     kv_ivalue *v = &b->slots[slot];
     if (v->tag != KV_IV_TENSOR) return KV_OK;
-    kv_tensor *a = box_one(b, v->v.tensor, slot);
+    kv_tensor *a = box_one(b, v->v.tensor, slot, true);
     if (a == NULL) return b->st;
     v->v.tensor = a;
     return KV_OK;
@@ -187,7 +231,7 @@ kv_status kv_accel_box_tensor(kv_accel_box *b, int slot) {
 
 kv_status kv_accel_box_mutable(kv_accel_box *b, int slot) {
     if (b->st != KV_OK) return b->st;
-    b->mutable_slot[slot] = true;
+    b->mutable_mask |= 1u << slot;
     return kv_accel_box_tensor(b, slot);
 }
 
@@ -211,9 +255,10 @@ kv_status kv_accel_box_list(kv_accel_box *b, int slot) {
             return kv_accel_box_fail(
                 b, kv_error(KV_ERR_OOM, "%s: out of host memory boxing a tensor list", kv_op_name(b->op)));
         b->list_heap[slot] = items;
+        b->list_heap_mask |= 1u << slot;
     }
     for (int e = 0; e < list.n; e++) {
-        kv_tensor *a = box_one(b, list.items[e], slot);
+        kv_tensor *a = box_one(b, list.items[e], slot, false);
         if (a == NULL) return b->st;
         items[e] = a;
     }
@@ -253,14 +298,32 @@ kv_status kv_accel_box_fast(kv_accel_box *b) {
 static void propagate_history(kv_accel_box *b) {
     for (int i = 0; i < b->nowned; i++) {
         const kv_accel_owned *o = &b->owned[i];
-        if (o->orig == NULL || o->slot < 0 || !b->mutable_slot[o->slot]) continue;
+        if (o->orig == NULL || o->slot < 0 || !(b->mutable_mask & (1u << o->slot))) continue;
         bool bit_differs = kv_keyset_has(o->made->keys, KV_KEY_AUTOGRAD) != kv_keyset_has(o->orig->keys, KV_KEY_AUTOGRAD);
         if (o->made->autograd != o->orig->autograd || bit_differs) kv_autograd_share((kv_tensor *)o->orig, o->made);
     }
 }
 
+/* The slow path runs every layer, and a layer may keep an argument
+ * (autograd saves inputs, Trace and Functionalize record them): each
+ * shadow header becomes a heap alias sharing the caller's autograd record,
+ * what boxing made before shadows existed. */
+static kv_status upgrade_shadows(kv_accel_box *b) {
+    for (int i = 0; i < b->nshadows; i++) {
+        kv_tensor *a = kv_accel_alias_to_target(b->shadow_orig[i], b->target);
+        if (a == NULL || own(b, a, b->shadow_orig[i], b->shadow_slot[i]) != KV_OK)
+            return fail_from_error(b, "boxing an argument");
+        const int slot = b->shadow_slot[i];
+        if (b->slots[slot].tag == KV_IV_TENSOR && b->slots[slot].v.tensor == &b->shadows[i])
+            b->slots[slot].v.tensor = a;
+    }
+    b->nshadows = 0; /* nobody refers to them any more */
+    return KV_OK;
+}
+
 kv_status kv_accel_box_slow(kv_accel_box *b) {
     if (b->st != KV_OK) return b->st;
+    if (b->nshadows > 0 && upgrade_shadows(b) != KV_OK) return b->st;
     kv_accel_history_note_inputs(b);
     kv_status st = kv_call(b->op, &b->stack);
     if (st != KV_OK) return kv_accel_box_fail(b, st);
@@ -285,6 +348,19 @@ static kv_status check_return(kv_accel_box *b, int ret, kv_ivalue_tag want) {
     return KV_OK;
 }
 
+/* Drops a reference the kernel returned: a shadow header lives in this
+ * box and no other thread has seen it, so its count needs no locked
+ * instruction (and must never reach zero: the box holds the first). */
+static void drop_returned(kv_accel_box *b, kv_tensor *r) {
+    const uintptr_t at = (uintptr_t)r, first = (uintptr_t)b->shadows;
+    if (at >= first && at < first + (uintptr_t)b->nshadows * sizeof *b->shadows) {
+        atomic_store_explicit(&r->refcount, atomic_load_explicit(&r->refcount, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+        return;
+    }
+    kv_tensor_release(r);
+}
+
 /* Takes return `ret` off the boxed stack (the box now owns it). */
 static kv_tensor *take(kv_accel_box *b, int ret) {
     kv_tensor *r = b->stack.slots[ret].v.tensor;
@@ -298,11 +374,20 @@ kv_status kv_accel_unbox_tensor(kv_accel_box *b, int ret) {
     kv_tensor *r = take(b, ret);
     /* One of our aliases came back (contiguous of a contiguous tensor):
      * it is the caller's tensor. */
+    for (int i = 0; i < b->nshadows; i++) {
+        if (r == &b->shadows[i]) {
+            kv_tensor *orig = (kv_tensor *)b->shadow_orig[i];
+            kv_tensor_retain(orig);
+            drop_returned(b, r);
+            b->returns[ret] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = orig };
+            return KV_OK;
+        }
+    }
     for (int i = 0; i < b->nowned; i++) {
         if (b->owned[i].made == r && b->owned[i].orig != NULL) {
             kv_tensor *orig = (kv_tensor *)b->owned[i].orig;
             kv_tensor_retain(orig);
-            kv_tensor_release(r);
+            drop_returned(b, r);
             b->returns[ret] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = orig };
             return KV_OK;
         }
@@ -320,12 +405,12 @@ kv_status kv_accel_unbox_alias(kv_accel_box *b, int ret, int slot) {
     kv_tensor *r = take(b, ret);
     kv_tensor *orig = b->caller->slots[slot].tag == KV_IV_TENSOR ? b->caller->slots[slot].v.tensor : NULL;
     if (orig == NULL) {
-        kv_tensor_release(r);
+        drop_returned(b, r);
         return kv_accel_box_fail(b, kv_error(KV_ERR_INTERNAL, "%s: return %d aliases argument %d, which is not a tensor",
                                              kv_op_name(b->op), ret, slot));
     }
     kv_tensor_retain(orig);
-    kv_tensor_release(r);
+    drop_returned(b, r);
     b->returns[ret] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = orig };
     return KV_OK;
 }
@@ -344,6 +429,14 @@ kv_status kv_accel_box_end(kv_accel_box *b, kv_status st) {
         st = kv_error(KV_ERR_INTERNAL, "%s: boxing unboxed %d of the schema's %d returns (caller stack capacity %d)",
                       s->full_name, b->nreturns, s->nreturns, b->caller->cap);
     if (b->ran) kv_stack_clear_returns(&b->stack); /* whatever was not taken */
+    for (int i = 0; i < b->nshadows; i++) {
+        if (atomic_load_explicit(&b->shadows[i].refcount, memory_order_relaxed) != 1 && st == KV_OK) {
+            /* A kernel kept a reference to a header that dies with this
+             * frame: a kernel bug that must not pass silently. */
+            st = kv_error(KV_ERR_INTERNAL, "%s: the %s kernel kept a reference to a boxed argument", s->full_name,
+                          kv_key_name(b->target));
+        }
+    }
     if (st == KV_OK) {
         if (b->slow_ran) kv_accel_history_retag(b);
         for (int i = 0; i < b->nreturns; i++) b->caller->slots[i] = b->returns[i];
@@ -354,7 +447,7 @@ kv_status kv_accel_box_end(kv_accel_box *b, kv_status st) {
     }
     for (int i = 0; i < b->nowned; i++) kv_tensor_release(b->owned[i].made);
     if (b->owned != b->owned_inline) free(b->owned);
-    for (int i = 0; i < s->nargs && i < KV_STACK_MAX; i++) free(b->list_heap[i]);
+    for (uint32_t m = b->list_heap_mask; m != 0; m &= m - 1) free(b->list_heap[__builtin_ctz(m)]);
     if (b->compact_items != NULL && b->compact_items != b->compact_inline) free(b->compact_items);
     return st;
 }

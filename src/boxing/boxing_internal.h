@@ -37,6 +37,10 @@
 
 /* Aliases (and temporaries) kept in the box without a heap allocation. */
 #define KV_ACCEL_BOX_INLINE 16
+/* Boxed aliases of single Tensor arguments that live in the box itself
+ * (shadow headers, see kv_accel_shadow): enough for every op but a few;
+ * further arguments get heap aliases. */
+#define KV_ACCEL_BOX_SHADOWS 4
 
 typedef struct kv_accel_owned {
     kv_tensor *made;       /* owned: a boxed alias or a temporary */
@@ -44,42 +48,62 @@ typedef struct kv_accel_owned {
     int slot;              /* stack slot it was boxed into (-1 for temporaries) */
 } kv_accel_owned;
 
+/* Nothing here is zero-filled per call: kv_accel_box_begin sets the
+ * scalars, and the arrays are read only up to their counts or masks. A
+ * box is on every boxed call's path, so its set-up cost is the fast
+ * path's overhead. */
 typedef struct kv_accel_box {
     const kv_op *op;
     kv_keyset ks;          /* the key set the boxing kernel was selected with */
     kv_stack *caller;      /* arguments (borrowed), later the returns */
     kv_status st;          /* first failure of the sequence */
     kv_key target;         /* backend key the op is boxed to */
-    kv_ivalue slots[KV_STACK_MAX];
-    kv_stack stack;        /* the boxed arguments, then the target's returns */
     bool ran;              /* the boxed stack now holds returns */
-    bool mutable_slot[KV_STACK_MAX];
-    /* Returns are unboxed into here and moved to the caller at the end. */
-    kv_ivalue returns[KV_STACK_MAX];
-    int nreturns;
     /* A Device argument that named something other than accel: the
      * returns live there and are not re-tagged. */
     bool device_not_accel;
-    /* Tensor lists: one array per list argument (inline for the first). */
-    kv_tensor *list_inline[KV_ACCEL_BOX_INLINE];
-    bool list_inline_used;
-    kv_tensor **list_heap[KV_STACK_MAX];
-    /* cat's fast-path list (legacy empties dropped), when it differs. */
-    int compact_slot;
-    kv_tensor **compact_items;
-    int compact_n;
-    kv_tensor *compact_inline[KV_ACCEL_BOX_INLINE];
-    /* Autograd on the slow path (autograd_retag.c): whether an input
-     * requires grad, and the grad_fn nodes of the inputs before the call. */
     bool slow_ran;
     bool history_live;
+    bool list_inline_used;
+    /* The key set kv_call would compute for the boxed stack, gathered
+     * while boxing (boxed_any false: no tensor seen, so the gate computes
+     * it the long way), and whether the boxed tensors disagree on their
+     * device (the slow path then reports it). */
+    bool boxed_any;
+    bool boxed_have_device;
+    bool boxed_device_mismatch;
+    kv_device boxed_device;
+    kv_keyset boxed_keys;
+    uint32_t mutable_mask;   /* bit i: slot i is an in-place or out= argument */
+    uint32_t list_heap_mask; /* bit i: list_heap[i] holds a heap array */
+    int nreturns;
+    int compact_slot;
+    int compact_n;
     int history_inputs;
+    int nowned;
+    int capowned;
+    int nshadows;
+    kv_stack stack;        /* the boxed arguments, then the target's returns */
+    kv_tensor **compact_items;
+    kv_accel_owned *owned;
+    kv_ivalue slots[KV_STACK_MAX];
+    /* Returns are unboxed into here and moved to the caller at the end. */
+    kv_ivalue returns[KV_STACK_MAX];
+    /* Tensor lists: one array per list argument (inline for the first). */
+    kv_tensor *list_inline[KV_ACCEL_BOX_INLINE];
+    kv_tensor **list_heap[KV_STACK_MAX];
+    /* cat's fast-path list (legacy empties dropped), when it differs. */
+    kv_tensor *compact_inline[KV_ACCEL_BOX_INLINE];
+    /* Autograd on the slow path (autograd_retag.c): the grad_fn nodes of
+     * the inputs before the call. */
     const struct kv_ag_node *history_stop[KV_ACCEL_BOX_INLINE];
     /* Everything made, to release and to map returns back to callers. */
     kv_accel_owned owned_inline[KV_ACCEL_BOX_INLINE];
-    kv_accel_owned *owned;
-    int nowned;
-    int capowned;
+    /* Shadow headers (never freed) and whom they stand for; not in
+     * `owned`, which holds what end must release. */
+    kv_tensor shadows[KV_ACCEL_BOX_SHADOWS];
+    const kv_tensor *shadow_orig[KV_ACCEL_BOX_SHADOWS];
+    int shadow_slot[KV_ACCEL_BOX_SHADOWS];
 } kv_accel_box;
 
 /* ---- the sequence (boxing.c) ---- */
@@ -108,6 +132,10 @@ kv_status kv_accel_box_device(kv_accel_box *b, int slot);
 kv_status kv_accel_box_fail(kv_accel_box *b, kv_status st);
 /* Adds an owned tensor to release at the end (temporaries: orig NULL). */
 kv_status kv_accel_box_own(kv_accel_box *b, kv_tensor *made, const kv_tensor *orig, int slot);
+/* Adds a boxed tensor to the key set and device check the gate reads
+ * (every tensor on the boxed stack goes through it; kv_accel_box_tensor
+ * and friends call it). */
+void kv_accel_box_note(kv_accel_box *b, const kv_tensor *boxed);
 /* A new target-tagged alias of the accel tensor t (autograd shared). */
 kv_tensor *kv_accel_alias_to_target(const kv_tensor *t, kv_key target);
 
@@ -196,6 +224,9 @@ kv_status kv_accel_parse_disable_list(const char *text, bool *special);
 /* The runtime target, resolved: a backend key, or KV_KEY_NONE with the
  * reason from kv_accel_target_error(). */
 kv_key kv_accel_resolve_target(const char *requested);
+/* kv_accel_target without the env-init check, for code that only runs
+ * inside a dispatched call (init is done by then). */
+kv_key kv_accel_target_now(void);
 /* Sets the thread's error to why no target is available; returns it. */
 kv_status kv_accel_target_error(const char *op);
 /* The requested target from KV_ACCEL_TARGET: a backend's name ("cpu",

@@ -212,9 +212,9 @@ static kv_keyset boxed_keys(const kv_schema *s, const kv_stack *boxed) {
 
 /* What the field's accelerators check today: a fixed list of reasons to
  * take the slow path. Correct for every key kvsuite has now; a key added
- * later needs a line here, which is why it is not the default. */
-static bool seed_allows(const kv_op *op, const kv_stack *boxed) {
-    const kv_keyset keys = boxed_keys(kv_op_schema(op), boxed);
+ * later needs a line here, which is why it is not the default. `keys` is
+ * the OR of the boxed tensors' key sets. */
+static bool seed_allows(kv_keyset keys) {
     const kv_tls_keys tls = kv_tls_get();
     const kv_keyset live = tls.included & ~tls.excluded;
     /* Grad mode is Autograd not excluded (kv/autograd.h); it only matters
@@ -239,14 +239,34 @@ static bool exact_allows(const kv_op *op, kv_key target, const kv_stack *boxed) 
     return kv_keyset_highest(ks) == target;
 }
 
-bool kv_accel_gate_allows_stack(const kv_op *op, kv_key target, const kv_stack *boxed) {
-    if (!atomic_load_explicit(&g_redispatch, memory_order_relaxed)) return false;
+/* The same rule from the key set the box gathered while boxing: kv_call's
+ * formula applied to it, without a second pass over the arguments. */
+static bool exact_allows_keys(const kv_op *op, kv_key target, kv_keyset tensor_keys) {
+    const kv_tls_keys tls = kv_tls_get();
+    const kv_keyset ks = ((tensor_keys | tls.included) & ~tls.excluded & ~kv_op_fallthrough_keys(op)) & KV_KEYSET_ALL;
+    return kv_keyset_highest(ks) == target;
+}
+
+/* The switches every gate decision starts with: true when the rule
+ * decides, *out set when the switches already did. */
+static bool switches_decide(const kv_op *op, kv_key target, bool *out) {
+    *out = false;
+    if (!atomic_load_explicit(&g_redispatch, memory_order_relaxed)) return true;
     /* A fallback or fallthrough at the target key is not "the target's
      * kernel": only an op's own kernel may be called directly. */
-    if (kv_op_entry_kind(op, target) != KV_ENTRY_KERNEL) return false;
-    if (atomic_load_explicit(&g_force_for_tests, memory_order_relaxed)) return true;
+    if (kv_op_entry_kind(op, target) != KV_ENTRY_KERNEL) return true;
+    if (atomic_load_explicit(&g_force_for_tests, memory_order_relaxed)) {
+        *out = true;
+        return true;
+    }
+    return false;
+}
+
+bool kv_accel_gate_allows_stack(const kv_op *op, kv_key target, const kv_stack *boxed) {
+    bool decided;
+    if (switches_decide(op, target, &decided)) return decided;
     switch ((kv_accel_gate)atomic_load_explicit(&g_gate, memory_order_relaxed)) {
-    case KV_ACCEL_GATE_SEED: return seed_allows(op, boxed);
+    case KV_ACCEL_GATE_SEED: return seed_allows(boxed_keys(kv_op_schema(op), boxed));
     case KV_ACCEL_GATE_EXACT: return exact_allows(op, target, boxed);
     }
     return false;
@@ -254,5 +274,14 @@ bool kv_accel_gate_allows_stack(const kv_op *op, kv_key target, const kv_stack *
 
 bool kv_accel_gate_allows(kv_accel_box *b) {
     if (b->st != KV_OK) return false;
-    return kv_accel_gate_allows_stack(b->op, b->target, &b->stack);
+    /* No tensor argument (a factory): the key set comes from the Device
+     * argument, which kv_call_keyset knows how to read. */
+    if (!b->boxed_any) return kv_accel_gate_allows_stack(b->op, b->target, &b->stack);
+    bool decided;
+    if (switches_decide(b->op, b->target, &decided)) return decided;
+    switch ((kv_accel_gate)atomic_load_explicit(&g_gate, memory_order_relaxed)) {
+    case KV_ACCEL_GATE_SEED: return seed_allows(b->boxed_keys);
+    case KV_ACCEL_GATE_EXACT: return !b->boxed_device_mismatch && exact_allows_keys(b->op, b->target, b->boxed_keys);
+    }
+    return false;
 }

@@ -27,6 +27,7 @@ kv_status kv_accel_box_contiguous(kv_accel_box *b, int slot) {
         return kv_accel_box_fail(b, st != KV_OK ? st : KV_ERR_INTERNAL);
     }
     /* Maps back to c, not to the caller's tensor: c is what was boxed. */
+    kv_accel_box_note(b, a);
     st = kv_accel_box_own(b, a, c, slot);
     if (st != KV_OK) return kv_accel_box_fail(b, st);
     v->v.tensor = a;

@@ -6,8 +6,11 @@
  * allocator that made them and must free through it even after the table
  * changed. Allocator objects are therefore never freed (a few bytes per
  * distinct install). Statistics are per device type and shared by
- * every allocator that ever served that type. */
+ * every allocator that ever served that type. The built-in CPU allocator
+ * itself (64-byte aligned, size-class cached) is cpu_alloc.c. */
 #include "kv/device.h"
+
+#include "core/tensor_cache.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,38 +32,87 @@ struct kv_allocator {
 static pthread_mutex_t kv_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static kv_allocator *kv_all_allocators;
 
-typedef struct kv_atomic_stats {
-    atomic_llong live_bytes;
-    atomic_llong live_count;
-    atomic_llong total_allocs;
-} kv_atomic_stats;
+/* Statistics per thread, summed on read: every storage allocation and
+ * free updates them, and a shared counter would be three locked
+ * instructions on a contended cache line per allocation. A thread takes a
+ * block the first time it counts and hands it back at exit; the next new
+ * thread reuses it and keeps adding, so sums stay right and there are as
+ * many blocks as threads ever counted at once. The owner updates its
+ * block with relaxed load + store (it is the only writer); readers sum
+ * relaxed loads. A free on another thread than the allocation makes one
+ * block's live count negative and another's positive: only sums mean
+ * anything. */
+typedef struct kv_stat_block {
+    _Atomic int64_t live_bytes[KV_DEVICE_TYPE_COUNT];
+    _Atomic int64_t live_count[KV_DEVICE_TYPE_COUNT];
+    _Atomic int64_t total_allocs[KV_DEVICE_TYPE_COUNT];
+    atomic_bool in_use;
+    struct kv_stat_block *next; /* set before the block is published */
+} kv_stat_block;
 
-static kv_atomic_stats kv_stats[KV_DEVICE_TYPE_COUNT];
+static _Atomic(kv_stat_block *) kv_stat_blocks;
+static pthread_once_t kv_stat_once = PTHREAD_ONCE_INIT;
+static pthread_key_t kv_stat_key;
+static bool kv_stat_key_ok;
+static _Thread_local kv_stat_block *kv_my_stats;
 
-/* CPU memory is 64-byte aligned (a cache line, and enough for AVX-512
- * loads). A zero-byte request still gets a real, unique block so that
- * every storage has a distinct non-NULL data pointer. */
-#define KV_CPU_ALIGN 64u
-
-static void *kv_cpu_alloc(void *context, size_t nbytes) {
-    (void)context;
-    size_t rounded = (nbytes + (KV_CPU_ALIGN - 1u)) & ~(size_t)(KV_CPU_ALIGN - 1u);
-    if (rounded < nbytes) return NULL; /* wrapped around */
-    if (rounded == 0) rounded = KV_CPU_ALIGN;
-    return aligned_alloc(KV_CPU_ALIGN, rounded);
+static void kv_stat_give_back(void *p) {
+    kv_stat_block *b = p;
+    atomic_store_explicit(&b->in_use, false, memory_order_release);
 }
 
-static void kv_cpu_free(void *context, void *ptr, size_t nbytes) {
-    (void)context;
-    (void)nbytes;
-    free(ptr);
+static void kv_stat_make_key(void) { kv_stat_key_ok = pthread_key_create(&kv_stat_key, kv_stat_give_back) == 0; }
+
+static kv_stat_block *kv_stats_mine(void) {
+    if (kv_my_stats != NULL) return kv_my_stats;
+    pthread_once(&kv_stat_once, kv_stat_make_key);
+    kv_stat_block *b = NULL;
+    for (kv_stat_block *p = atomic_load_explicit(&kv_stat_blocks, memory_order_acquire); p && !b; p = p->next) {
+        bool used = false;
+        if (atomic_compare_exchange_strong(&p->in_use, &used, true)) b = p;
+    }
+    if (b == NULL) {
+        b = calloc(1, sizeof *b);
+        if (b == NULL) return NULL;
+        atomic_init(&b->in_use, true);
+        b->next = atomic_load_explicit(&kv_stat_blocks, memory_order_relaxed);
+        while (!atomic_compare_exchange_weak_explicit(&kv_stat_blocks, &b->next, b, memory_order_release,
+                                                      memory_order_relaxed)) {
+        }
+    }
+    if (kv_stat_key_ok) pthread_setspecific(kv_stat_key, b);
+    kv_my_stats = b;
+    return b;
 }
 
-static const kv_allocator_iface kv_cpu_iface = { kv_cpu_alloc, kv_cpu_free };
+static void kv_stat_add(_Atomic int64_t *c, int64_t d) {
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);
+}
 
-static kv_allocator kv_cpu_builtin = { { kv_cpu_alloc, kv_cpu_free }, NULL, KV_DEVICE_CPU, NULL };
+void kv_allocator_count(kv_device_type t, int64_t nbytes, bool alloc) {
+    kv_stat_block *b = kv_stats_mine();
+    if (b == NULL) return; /* out of memory for the counters: the counts drift, calls do not fail */
+    kv_stat_add(&b->live_bytes[t], alloc ? nbytes : -nbytes);
+    kv_stat_add(&b->live_count[t], alloc ? 1 : -1);
+    if (alloc) kv_stat_add(&b->total_allocs[t], 1);
+}
+
+/* The cached, size-classed allocator of cpu_alloc.c. A zero-byte request
+ * still gets a real, unique block so that every storage has a distinct
+ * non-NULL data pointer. */
+static const kv_allocator_iface kv_cpu_iface = { kv_cpu_cache_alloc, kv_cpu_cache_free };
+
+static kv_allocator kv_cpu_builtin = { { kv_cpu_cache_alloc, kv_cpu_cache_free }, NULL, KV_DEVICE_CPU, NULL };
 
 static _Atomic(kv_allocator *) kv_table[KV_DEVICE_TYPE_COUNT] = { [KV_DEVICE_CPU] = &kv_cpu_builtin };
+
+bool kv_allocator_is_builtin_cpu(const kv_allocator *a) { return a == &kv_cpu_builtin; }
+
+/* Marks storages that live inside a tensor block; nothing allocates or
+ * frees through it (storage.c checks for it first). */
+static kv_allocator kv_tblock_marker = { { NULL, NULL }, NULL, KV_DEVICE_CPU, NULL };
+
+kv_allocator *kv_tblock_allocator(void) { return &kv_tblock_marker; }
 
 const kv_allocator_iface *kv_allocator_cpu_iface(void) { return &kv_cpu_iface; }
 
@@ -121,7 +173,7 @@ void kv_allocator_install(kv_device_type t, const kv_allocator_iface *iface, voi
     kv_allocator *a = NULL;
     pthread_mutex_lock(&kv_install_lock);
     if (iface != NULL) {
-        if (t == KV_DEVICE_CPU && iface->alloc == kv_cpu_alloc && iface->free == kv_cpu_free &&
+        if (t == KV_DEVICE_CPU && iface->alloc == kv_cpu_cache_alloc && iface->free == kv_cpu_cache_free &&
             context == NULL) {
             a = &kv_cpu_builtin;
         } else {
@@ -161,27 +213,24 @@ void *kv_allocator_alloc(kv_allocator *a, size_t nbytes) {
     if (a == NULL || a->iface.alloc == NULL) return NULL;
     void *p = a->iface.alloc(a->context, nbytes);
     if (p == NULL) return NULL;
-    kv_atomic_stats *st = &kv_stats[a->type];
-    atomic_fetch_add(&st->live_bytes, (long long)nbytes);
-    atomic_fetch_add(&st->live_count, 1);
-    atomic_fetch_add(&st->total_allocs, 1);
+    kv_allocator_count(a->type, (int64_t)nbytes, true);
     return p;
 }
 
 void kv_allocator_free(kv_allocator *a, void *ptr, size_t nbytes) {
     if (a == NULL || ptr == NULL) return;
     if (a->iface.free) a->iface.free(a->context, ptr, nbytes);
-    kv_atomic_stats *st = &kv_stats[a->type];
-    atomic_fetch_sub(&st->live_bytes, (long long)nbytes);
-    atomic_fetch_sub(&st->live_count, 1);
+    kv_allocator_count(a->type, (int64_t)nbytes, false);
 }
 
 kv_allocator_stats kv_allocator_stats_of(kv_device_type t) {
     kv_allocator_stats out = { 0, 0, 0 };
     if (!kv_device_type_valid(t)) return out;
-    out.live_bytes = atomic_load(&kv_stats[t].live_bytes);
-    out.live_count = atomic_load(&kv_stats[t].live_count);
-    out.total_allocs = atomic_load(&kv_stats[t].total_allocs);
+    for (kv_stat_block *p = atomic_load_explicit(&kv_stat_blocks, memory_order_acquire); p; p = p->next) {
+        out.live_bytes += atomic_load_explicit(&p->live_bytes[t], memory_order_relaxed);
+        out.live_count += atomic_load_explicit(&p->live_count[t], memory_order_relaxed);
+        out.total_allocs += atomic_load_explicit(&p->total_allocs[t], memory_order_relaxed);
+    }
     return out;
 }
 

@@ -2,6 +2,7 @@
  * the tensor, so every view of one storage sees the same count. */
 #include <stdlib.h>
 
+#include "core/tensor_cache.h"
 #include "kv/tensor.h"
 
 kv_storage *kv_storage_new(size_t nbytes, kv_device device) {
@@ -48,7 +49,16 @@ void kv_storage_release(kv_storage *s) {
     if (s == NULL) return;
     /* acq_rel: the thread that frees must see every write made through
      * the other references before they were dropped. */
-    if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
+    if (atomic_load_explicit(&s->refcount, memory_order_acquire) != 1 &&
+        atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
+        return;
+    if (s->allocator == kv_tblock_allocator()) {
+        /* A small tensor's storage: it owns the block its header,
+         * storage and data share, and the header is already gone. */
+        kv_allocator_count(KV_DEVICE_CPU, (int64_t)s->nbytes, false);
+        kv_tblock_put(kv_tblock_of_storage(s));
+        return;
+    }
     if (s->allocator) kv_allocator_free(s->allocator, s->data, s->nbytes);
     free(s);
 }

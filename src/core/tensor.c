@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/tensor_cache.h"
 #include "kv/tensor.h"
 
 void (*kv_tensor_autograd_free_hook)(struct kv_autograd_meta *meta) = NULL;
@@ -89,17 +90,12 @@ static kv_status kv_check_geometry(const char *op, const int64_t *sizes, const i
     return KV_OK;
 }
 
-/* A tensor struct over `storage` (whose reference it takes over). */
-static kv_tensor *kv_tensor_wrap(const char *op, kv_storage *storage, const int64_t *sizes,
-                                 const int64_t *strides, int ndim, int64_t offset, kv_dtype dtype,
-                                 kv_device device, kv_keyset keys) {
-    kv_tensor *t = malloc(sizeof *t);
-    if (t == NULL) {
-        kv_storage_release(storage);
-        kv_error(KV_ERR_OOM, "%s: out of host memory for the tensor header", op);
-        return NULL;
-    }
+/* Fills header t over `storage` (whose reference it takes over). */
+static kv_tensor *kv_tensor_fill(kv_tensor *t, unsigned char origin, kv_storage *storage, const int64_t *sizes,
+                                 const int64_t *strides, int ndim, int64_t offset, kv_dtype dtype, kv_device device,
+                                 kv_keyset keys) {
     memset(t, 0, sizeof *t);
+    t->origin = origin;
     atomic_init(&t->refcount, 1);
     t->storage = storage;
     t->ndim = ndim;
@@ -116,6 +112,53 @@ static kv_tensor *kv_tensor_wrap(const char *op, kv_storage *storage, const int6
     return t;
 }
 
+/* A tensor struct over `storage` (whose reference it takes over), its
+ * header from this thread's block list. */
+static kv_tensor *kv_tensor_wrap(const char *op, kv_storage *storage, const int64_t *sizes,
+                                 const int64_t *strides, int ndim, int64_t offset, kv_dtype dtype,
+                                 kv_device device, kv_keyset keys) {
+    kv_tensor_block *b = kv_tblock_get();
+    if (b == NULL) {
+        kv_storage_release(storage);
+        kv_error(KV_ERR_OOM, "%s: out of host memory for the tensor header", op);
+        return NULL;
+    }
+    return kv_tensor_fill(&b->t, KV_TENSOR_FROM_BLOCK, storage, sizes, strides, ndim, offset, dtype, device, keys);
+}
+
+/* A new tensor with its storage: a small CPU tensor on the built-in
+ * allocator is one block (header, storage, data) and touches no lock;
+ * anything else (large, another device, an installed allocator such as
+ * the runner's redzones, KV_CACHING_ALLOCATOR=0) gets its storage from
+ * the device's allocator. */
+static kv_tensor *kv_tensor_new(const char *op, size_t nbytes, const int64_t *sizes, const int64_t *strides,
+                                int ndim, kv_dtype dtype, kv_device device) {
+    const kv_keyset keys = kv_keyset_of(kv_device_key(device));
+    if (nbytes <= KV_TENSOR_SMALL_BYTES && device.type == KV_DEVICE_CPU && device.index == 0 &&
+        kv_cpu_cache_enabled()) {
+        kv_allocator *a = kv_allocator_for(KV_DEVICE_CPU);
+        if (kv_allocator_is_builtin_cpu(a)) {
+            kv_tensor_block *b = kv_tblock_get();
+            if (b == NULL) {
+                kv_error(KV_ERR_OOM, "%s: out of host memory for a %zu-byte tensor", op, nbytes);
+                return NULL;
+            }
+            kv_storage *s = &b->s;
+            atomic_init(&s->refcount, 1);
+            atomic_init(&s->version, 0);
+            s->data = b->data;
+            s->nbytes = nbytes;
+            s->device = device;
+            s->allocator = kv_tblock_allocator();
+            kv_allocator_count(KV_DEVICE_CPU, (int64_t)nbytes, true);
+            return kv_tensor_fill(&b->t, KV_TENSOR_EMBEDDED, s, sizes, strides, ndim, 0, dtype, device, keys);
+        }
+    }
+    kv_storage *s = kv_storage_new(nbytes, device);
+    if (s == NULL) return NULL;
+    return kv_tensor_wrap(op, s, sizes, strides, ndim, 0, dtype, device, keys);
+}
+
 kv_tensor *kv_tensor_empty_strided(const int64_t *sizes, const int64_t *strides, int ndim,
                                    kv_dtype dtype, kv_device device) {
     kv_geom_check g;
@@ -124,10 +167,8 @@ kv_tensor *kv_tensor_empty_strided(const int64_t *sizes, const int64_t *strides,
         kv_error(KV_ERR_INVALID_ARG, "empty_strided: argument 'stride': NULL strides for %d dimensions", ndim);
         return NULL;
     }
-    kv_storage *s = kv_storage_new((size_t)g.extent * kv_dtype_size(dtype), device);
-    if (s == NULL) return NULL;
-    return kv_tensor_wrap("empty_strided", s, sizes, strides, ndim, 0, dtype, device,
-                          kv_keyset_of(kv_device_key(device)));
+    return kv_tensor_new("empty_strided", (size_t)g.extent * kv_dtype_size(dtype), sizes, strides, ndim, dtype,
+                         device);
 }
 
 kv_tensor *kv_tensor_empty(const int64_t *sizes, int ndim, kv_dtype dtype, kv_device device) {
@@ -135,10 +176,7 @@ kv_tensor *kv_tensor_empty(const int64_t *sizes, int ndim, kv_dtype dtype, kv_de
     if (kv_check_geometry("empty", sizes, NULL, ndim, dtype, &g) != KV_OK) return NULL;
     int64_t strides[KV_MAX_DIMS];
     kv_contiguous_strides(sizes, ndim, strides);
-    kv_storage *s = kv_storage_new((size_t)g.extent * kv_dtype_size(dtype), device);
-    if (s == NULL) return NULL;
-    return kv_tensor_wrap("empty", s, sizes, strides, ndim, 0, dtype, device,
-                          kv_keyset_of(kv_device_key(device)));
+    return kv_tensor_new("empty", (size_t)g.extent * kv_dtype_size(dtype), sizes, strides, ndim, dtype, device);
 }
 
 kv_tensor *kv_tensor_from_data(const void *data, const int64_t *sizes, int ndim, kv_dtype dtype) {
@@ -210,11 +248,20 @@ void kv_tensor_retain(kv_tensor *t) {
 
 void kv_tensor_release(kv_tensor *t) {
     if (t == NULL) return;
-    if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+    /* Holding the only reference, nobody can take another: the last
+     * release needs no locked instruction (most tensors die this way). */
+    if (atomic_load_explicit(&t->refcount, memory_order_acquire) != 1 &&
+        atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
+        return;
     if (t->autograd != NULL && kv_tensor_autograd_free_hook != NULL) kv_tensor_autograd_free_hook(t->autograd);
     if (t->batched != NULL && kv_tensor_batched_free_hook != NULL) kv_tensor_batched_free_hook(t->batched);
-    kv_storage_release(t->storage);
-    free(t);
+    kv_storage *s = t->storage;
+    switch (t->origin) {
+    case KV_TENSOR_EMBEDDED: break; /* the storage owns the block: t dies with it */
+    case KV_TENSOR_FROM_BLOCK: kv_tblock_put(kv_tblock_of_tensor(t)); break;
+    default: free(t); break;
+    }
+    kv_storage_release(s); /* last: it may free the block t lived in */
 }
 
 /* ---- data ---- */

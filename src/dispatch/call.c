@@ -26,7 +26,7 @@ static kv_status arg_mismatch(const kv_op *op, const kv_arg *a, const char *got)
                     got);
 }
 
-static kv_ivalue_tag tag_for(const kv_type *t) {
+kv_ivalue_tag kv_dispatch_tag_for(const kv_type *t) {
     if (t->is_list) return t->kind == KV_TYPE_TENSOR ? KV_IV_TENSOR_LIST : KV_IV_INT_LIST;
     switch (t->kind) {
     case KV_TYPE_TENSOR: return KV_IV_TENSOR;
@@ -95,7 +95,8 @@ static kv_status check_payload(const kv_op *op, const kv_arg *a, const kv_ivalue
     return KV_OK;
 }
 
-static kv_status check_stack(const kv_op *op, const kv_stack *stack) {
+/* The precise check, with the message naming what is wrong. */
+static kv_status check_stack_slow(const kv_op *op, const kv_stack *stack) {
     const kv_schema *s = &op->schema;
     if (stack->size != s->nargs || stack->size > stack->cap || (stack->size > 0 && stack->slots == NULL))
         return kv_error(KV_ERR_INTERNAL, "%s: expected %d arguments on the stack, got %d (capacity %d)", s->full_name,
@@ -107,12 +108,42 @@ static kv_status check_stack(const kv_op *op, const kv_stack *stack) {
             if (!a->type.optional) return arg_mismatch(op, a, "None");
             continue;
         }
-        if (v->tag != tag_for(&a->type)) {
+        if (v->tag != kv_dispatch_tag_for(&a->type)) {
             if ((unsigned)v->tag > (unsigned)KV_IV_STR) return arg_mismatch(op, a, "a value with an unknown tag");
             return arg_mismatch(op, a, kv_ivalue_tag_name(v->tag));
         }
         kv_status st = check_payload(op, a, v);
         if (st != KV_OK) return st;
+    }
+    return KV_OK;
+}
+
+/* One compare per argument against the tags precomputed at registration;
+ * only payloads a kernel could trip on (NULL tensors, lists, strings,
+ * enums) are looked at, and anything off goes to the precise check. */
+static kv_status check_stack(const kv_op *op, const kv_stack *stack) {
+    const int n = op->schema.nargs;
+    if (stack->size != n || stack->size > stack->cap || (n > 0 && stack->slots == NULL))
+        return check_stack_slow(op, stack);
+    for (int i = 0; i < n; i++) {
+        const kv_ivalue *v = &stack->slots[i];
+        if (v->tag == (kv_ivalue_tag)op->arg_tag[i]) {
+            switch (v->tag) {
+            case KV_IV_TENSOR:
+                if (v->v.tensor != NULL) continue;
+                break;
+            case KV_IV_INT:
+            case KV_IV_DOUBLE:
+            case KV_IV_BOOL:
+                continue;
+            default:
+                if (check_payload(op, &op->schema.args[i], v) == KV_OK) continue;
+                break;
+            }
+        } else if (v->tag == KV_IV_NONE && (op->arg_optional >> i & 1)) {
+            continue;
+        }
+        return check_stack_slow(op, stack);
     }
     return KV_OK;
 }

@@ -33,7 +33,14 @@ struct kv_op {
     int tensor_args[KV_SCHEMA_MAX_ARGS]; /* Tensor, Tensor?, Tensor[] */
     int ntensor_args;
     int device_arg; /* index of the Device argument, -1 if none */
+    /* The value tag each argument takes and which may be None, so that
+     * kv_call checks a well-formed stack with one compare per argument. */
+    unsigned char arg_tag[KV_SCHEMA_MAX_ARGS];
+    uint64_t arg_optional;
 };
+
+/* The value tag an argument of type t takes on a stack (call.c). */
+kv_ivalue_tag kv_dispatch_tag_for(const kv_type *t);
 
 /* KV_NO_DISPATCH_CACHE's parser (kv_init reads the variable once): NULL,
  * "" and "0" leave the handle cache on, "1" turns it off, anything else is

@@ -83,8 +83,11 @@ static void recompute_all(void) {
 static void op_index_args(kv_op *op) {
     op->ntensor_args = 0;
     op->device_arg = -1;
+    op->arg_optional = 0;
     for (int i = 0; i < op->schema.nargs; i++) {
         const kv_type *t = &op->schema.args[i].type;
+        op->arg_tag[i] = (unsigned char)kv_dispatch_tag_for(t);
+        if (t->optional) op->arg_optional |= (uint64_t)1 << i;
         if (t->kind == KV_TYPE_TENSOR) op->tensor_args[op->ntensor_args++] = i;
         else if (t->kind == KV_TYPE_DEVICE && !t->is_list && op->device_arg < 0) op->device_arg = i;
     }

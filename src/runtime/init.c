@@ -15,6 +15,7 @@
 
 #include "cpu/cpu.h"
 #include "kv/accel.h"
+#include "kv/device.h"
 #include "modes/modes.h"
 #include "ref/ref.h"
 
@@ -23,8 +24,11 @@ static kv_status g_status;
 static char g_message[512];
 
 static kv_status compose(void) {
-    kv_status st = kv_dispatch_init();
+    /* Core's own switch first (KV_CACHING_ALLOCATOR): before anything is
+     * allocated through the cache it controls. */
+    kv_status st = kv_cpu_cache_env_init();
     if (st != KV_OK) return st;
+    if ((st = kv_dispatch_init()) != KV_OK) return st;
     if ((st = kv_ref_register_all()) != KV_OK) return st;
     if ((st = kv_cpu_variants_register()) != KV_OK) return st;
     if ((st = kv_modes_register_all()) != KV_OK) return st;

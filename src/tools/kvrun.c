@@ -552,7 +552,14 @@ static bool kvrun_tune_listing(void) {
  * naming the entry (exit 2). -1: carry on. */
 static int kvrun_tune_env(void) {
     switch (kv_tune_env_load()) {
-    case KV_TUNE_ENV_OK: return -1;
+    case KV_TUNE_ENV_OK:
+        /* Every backend is loaded: an entry that matches nothing now
+         * never will (a dispatch judges only its own op's entry). */
+        if (kv_tune_force_check() != KV_OK) {
+            fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+            return 2;
+        }
+        return -1;
     case KV_TUNE_ENV_LIST:
         kv_tune_list(stdout);
         return 0;

@@ -56,17 +56,20 @@ static int fixed_choice(tune_slot *s, const kv_stack *stack, int idx, const char
     return idx;
 }
 
-static int choose(tune_slot *s, const kv_stack *stack, kv_status *st) {
+static int choose(tune_slot *s, const kv_stack *stack, kv_status *st, bool *only_choice_checked) {
+    *only_choice_checked = false;
     *st = kv_tune_env_ready();
     if (*st != KV_OK) return -1;
     const int n = atomic_load_explicit(&s->n, memory_order_acquire);
     int idx;
     if (n > 0 && t_pin_op == s->op && t_pin_key == s->key && t_pin_idx < n) {
         idx = fixed_choice(s, stack, t_pin_idx, "pinned on this thread");
+        *only_choice_checked = true;
     } else if (n > 0 && t_reference) {
         idx = fixed_choice(s, stack, reference_index(s, n), "reference mode");
+        *only_choice_checked = true;
     } else {
-        idx = kv_tune_select(s, stack, !kv_tune_in_measure());
+        idx = kv_tune_select(s, stack, !kv_tune_in_measure(), only_choice_checked);
     }
     if (idx < 0) *st = kv_last_error() != KV_OK ? kv_last_error() : KV_ERR_INTERNAL;
     return idx;
@@ -79,9 +82,19 @@ kv_status kv_tune_dispatch_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack
         return kv_error(KV_ERR_INTERNAL, "%s: the perf_dispatch kernel at %s has no variant set", kv_op_name(op),
                         kv_key_is_backend(key) ? kv_key_name(key) : "(not a backend)");
     kv_status st;
-    const int idx = choose(s, stack, &st);
-    if (idx < 0) return st;
-    return s->v[idx].fn(op, ks, stack);
+    bool checked_once;
+    /* The chosen variant's predicate may stash its analysis for its
+     * kernel (stash.c); on any other path the stash is dropped first. */
+    kv_tune_stash_arm(op, stack);
+    const int idx = choose(s, stack, &st, &checked_once);
+    if (!checked_once) kv_tune_stash_disarm();
+    if (idx < 0) {
+        kv_tune_stash_disarm();
+        return st;
+    }
+    st = s->v[idx].fn(op, ks, stack);
+    kv_tune_stash_disarm();
+    return st;
 }
 
 kv_status kv_tune_choice(const kv_op *op, kv_key backend, const kv_stack *stack, const char **name, int *index) {
@@ -91,7 +104,8 @@ kv_status kv_tune_choice(const kv_op *op, kv_key backend, const kv_stack *stack,
         return kv_error(KV_ERR_INVALID_ARG, "%s: kv_tune_choice: %s has no variants", kv_op_name(op),
                         kv_key_is_backend(backend) ? kv_key_name(backend) : "(not a backend)");
     kv_status st;
-    const int idx = choose(s, stack, &st);
+    bool checked_once;
+    const int idx = choose(s, stack, &st, &checked_once);
     if (idx < 0) return st;
     if (name) *name = s->v[idx].name;
     if (index) *index = idx;

@@ -1,6 +1,16 @@
 /* KV_PERFDISPATCH_FORCE: the force map, its parser and the environment
  * (kv/tune.h).
  *
+ * Entries are kept by name and judged per op, when a variant set of that
+ * op first dispatches after the map (or its variants) changed: an op or a
+ * variant registered after the map was read can be forced, and an entry
+ * naming an op that does not exist (yet) fails nothing, since no dispatch
+ * can judge it. An entry whose op exists but has the named variant on no
+ * backend fails that op's dispatches, naming the entry. kvrun, once every
+ * backend is loaded, asks kv_tune_force_check for entries matching
+ * nothing and exits 2 on one. kv_tune_force_set (the API) still checks
+ * every entry at once, against what is registered when it is called.
+ *
  * A map is immutable once published; replacing it swaps a pointer and
  * bumps g_tune_force_gen so every slot re-resolves. Old maps are kept,
  * since a reader may still hold one: each is allocated to its size (a few
@@ -17,7 +27,7 @@
 #define FORCE_MAX 128
 
 typedef struct force_entry {
-    const kv_op *op;
+    char op[2 * KV_SCHEMA_NAME_MAX];
     char variant[KV_TUNE_NAME_MAX];
 } force_entry;
 
@@ -40,8 +50,9 @@ static force_published *g_retired;
 
 const char *kv_tune_force_lookup(const kv_op *op) {
     const force_published *m = atomic_load_explicit(&g_force, memory_order_acquire);
-    for (int i = 0; m && i < m->n; i++)
-        if (m->e[i].op == op) return m->e[i].variant;
+    const char *name = op ? kv_op_name(op) : NULL;
+    for (int i = 0; m && name && i < m->n; i++)
+        if (strcmp(m->e[i].op, name) == 0) return m->e[i].variant;
     return NULL;
 }
 
@@ -53,8 +64,8 @@ int kv_tune_force_format(char *buf, int cap) {
     if (cap > 0) buf[0] = '\0';
     for (int i = 0; m && i < m->n; i++) {
         const int room = len < cap ? cap - len : 0;
-        const int k = snprintf(room > 0 ? buf + len : NULL, (size_t)room, "%s%s:%s", i ? "," : "",
-                               kv_op_name(m->e[i].op), m->e[i].variant);
+        const int k = snprintf(room > 0 ? buf + len : NULL, (size_t)room, "%s%s:%s", i ? "," : "", m->e[i].op,
+                               m->e[i].variant);
         if (k > 0) len += k;
     }
     return len;
@@ -143,7 +154,9 @@ static bool variant_exists(const kv_op *op, const char *name) {
     return false;
 }
 
-static kv_status parse_map(const char *spec, force_map *m) {
+/* strict: every op and variant must exist now (kv_tune_force_set);
+ * otherwise only the grammar is checked (the environment). */
+static kv_status parse_map(const char *spec, force_map *m, bool strict) {
     m->n = 0;
     const char *p = spec;
     while (*p) {
@@ -171,29 +184,37 @@ static kv_status parse_map(const char *spec, force_map *m) {
         char opname[2 * KV_SCHEMA_NAME_MAX], vname[64];
         snprintf(opname, sizeof opname, "%.*s", (int)(oe - ob), ob);
         snprintf(vname, sizeof vname, "%.*s", (int)(ve - vb), vb);
+        if (!strict) {
+            if (opname[0] == '\0' || vname[0] == '\0' || strlen(opname) != (size_t)(oe - ob) ||
+                strlen(vname) >= KV_TUNE_NAME_MAX)
+                return kv_error(KV_ERR_INVALID_ARG,
+                                "KV_PERFDISPATCH_FORCE: entry '%s' is not op:variant (an empty or too long name)",
+                                entry);
+        }
         const kv_op *op = opname[0] ? kv_op_find(opname) : NULL;
-        if (op == NULL) {
+        if (!strict) kv_error_clear(); /* an unknown op is judged later, not here */
+        if (op == NULL && strict) {
             char ops[400];
             ops_text(ops, sizeof ops);
             return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: entry '%s': unknown op '%s' (ops with variants: %s)",
                             entry, opname, ops);
         }
-        if (vname[0] == '\0' || !variant_exists(op, vname)) {
+        if (strict && (vname[0] == '\0' || !variant_exists(op, vname))) {
             char vs[300];
             variants_text(op, vs, sizeof vs);
             return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: entry '%s': op '%s' has no variant '%s' (variants: %s)",
                             entry, kv_op_name(op), vname, vs);
         }
         for (int i = 0; i < m->n; i++)
-            if (m->e[i].op == op)
+            if (strcmp(m->e[i].op, opname) == 0)
                 return kv_error(KV_ERR_INVALID_ARG,
                                 "KV_PERFDISPATCH_FORCE: entry '%s': op '%s' is already forced to '%s' by an earlier entry",
-                                entry, kv_op_name(op), m->e[i].variant);
+                                entry, opname, m->e[i].variant);
         if (m->n == FORCE_MAX)
             return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: entry '%s': more than %d entries", entry,
                             FORCE_MAX);
-        m->e[m->n].op = op;
-        /* variant_exists() matched a registered name, which fits. */
+        snprintf(m->e[m->n].op, sizeof m->e[m->n].op, "%s", opname);
+        /* Checked to fit above (lenient) or a registered name (strict). */
         memcpy(m->e[m->n].variant, vname, strlen(vname) + 1);
         m->n++;
     }
@@ -202,10 +223,14 @@ static kv_status parse_map(const char *spec, force_map *m) {
 
 kv_status kv_tune_force_parse(const char *spec) {
     force_map m;
-    return parse_map(spec, &m);
+    return parse_map(spec, &m, true);
 }
 
-kv_status kv_tune_force_set(const char *spec) {
+static kv_status force_install(const char *spec, bool strict);
+
+kv_status kv_tune_force_set(const char *spec) { return force_install(spec, true); }
+
+static kv_status force_install(const char *spec, bool strict) {
     kv_status st = kv_dispatch_init();
     if (st != KV_OK) return st;
     force_map m;
@@ -217,7 +242,7 @@ kv_status kv_tune_force_set(const char *spec) {
             return kv_error(KV_ERR_INVALID_ARG,
                             "KV_PERFDISPATCH_FORCE: '?' lists the variants (kv_tune_list); it is not a force map");
         }
-        st = parse_map(spec, &m);
+        st = parse_map(spec, &m, strict);
         if (st != KV_OK) return st;
     }
     force_published *p = NULL;
@@ -269,7 +294,7 @@ static void env_once(void) {
         if (e - b == 1 && *b == '?') g_env_result = KV_TUNE_ENV_LIST;
         else if (v && b == e)
             st = kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: empty value '%s' (unset it, or give op:variant)", v);
-        else if (v) st = kv_tune_force_set(v);
+        else if (v) st = force_install(v, false);
     }
     if (st != KV_OK) {
         g_env_result = KV_TUNE_ENV_ERROR;
@@ -284,16 +309,63 @@ kv_tune_env_result kv_tune_env_load(void) {
     return g_env_result;
 }
 
+static pthread_once_t g_list_once = PTHREAD_ONCE_INIT;
+static void list_once(void) {
+    kv_tune_list(stdout);
+    fflush(stdout);
+}
+
 kv_status kv_tune_env_ready(void) {
     switch (kv_tune_env_load()) {
     case KV_TUNE_ENV_OK: return KV_OK;
     case KV_TUNE_ENV_ERROR: return g_env_code;
     case KV_TUNE_ENV_LIST:
-        /* The documented meaning of "?": list and exit, wherever the
-         * variable is first read (kvrun reads it before anything runs). */
-        kv_tune_list(stdout);
-        fflush(stdout);
-        exit(0);
+        /* "?" inside a program that did not ask (kvrun lists and exits
+         * before dispatching): list once and carry on unforced. A library
+         * never ends its caller's process. */
+        pthread_once(&g_list_once, list_once);
+        return KV_OK;
+    }
+    return KV_OK;
+}
+
+/* ---- judging entries ---- */
+
+int kv_tune_force_resolve(const tune_slot *s, int n) {
+    const char *name = kv_tune_force_lookup(s->op);
+    if (name == NULL) return -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(s->v[i].name, name) == 0) return i;
+    /* Another backend of the op has it: not forced on this one. */
+    return variant_exists(s->op, name) ? -1 : TUNE_FORCE_ERROR;
+}
+
+kv_status kv_tune_force_error(const kv_op *op) {
+    const char *name = kv_tune_force_lookup(op);
+    char vs[300];
+    variants_text(op, vs, sizeof vs);
+    return kv_error(KV_ERR_INVALID_ARG, "KV_PERFDISPATCH_FORCE: entry '%s:%s': op '%s' has no variant '%s' (variants: %s)",
+                    kv_op_name(op), name ? name : "?", kv_op_name(op), name ? name : "?", vs);
+}
+
+kv_status kv_tune_force_check(void) {
+    const force_published *m = atomic_load_explicit(&g_force, memory_order_acquire);
+    for (int i = 0; m && i < m->n; i++) {
+        const kv_op *op = kv_op_find(m->e[i].op);
+        if (op == NULL) {
+            char ops[400];
+            ops_text(ops, sizeof ops);
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "KV_PERFDISPATCH_FORCE: entry '%s:%s': unknown op '%s' (ops with variants: %s)",
+                            m->e[i].op, m->e[i].variant, m->e[i].op, ops);
+        }
+        if (!variant_exists(op, m->e[i].variant)) {
+            char vs[300];
+            variants_text(op, vs, sizeof vs);
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "KV_PERFDISPATCH_FORCE: entry '%s:%s': op '%s' has no variant '%s' (variants: %s)",
+                            m->e[i].op, m->e[i].variant, m->e[i].op, m->e[i].variant, vs);
+        }
     }
     return KV_OK;
 }

@@ -1,10 +1,15 @@
 /* The geometry of a call: what the tuner's cache is keyed by and what the
  * log prints (kv/tune.h).
  *
- * Hashed: per argument its tag; tensors by dtype, sizes, strides and lazy
- * bits (not data pointers or offsets: the same problem on other memory is
- * the same geometry); every other value by its bits, because a
- * predicate may read it. The mix is a multiply-xorshift per word and the
+ * Hashed: the tensor arguments (Tensor, Tensor?, Tensor[]) by tag,
+ * dtype, sizes, strides and lazy bits (not data pointers or offsets: the
+ * same problem on other memory is the same geometry), and of the other
+ * arguments only those some variant declared its predicate reads
+ * (kv_tune_register_variant_args): a value nobody declared (an alpha, a
+ * clamp bound) is the same problem, so calling add with alpha 1..100 tunes
+ * once, not a hundred times. A cached choice is still checked against its
+ * predicate on every call, so an undeclared value can cost a choice,
+ * never a wrong kernel. The mix is a multiply-xorshift per word and the
  * SplitMix64 finalizer at the end, cheap enough to run on every call. */
 #include "tune/tune_internal.h"
 
@@ -43,10 +48,17 @@ static uint64_t geo_bytes(uint64_t h, const char *p) {
 }
 
 uint64_t kv_tune_geometry_hash(const kv_op *op, const kv_stack *stack) {
-    (void)op;
+    return kv_tune_geometry_hash_mask(op, stack, kv_tune_op_geo_mask(op));
+}
+
+uint64_t kv_tune_geometry_hash_mask(const kv_op *op, const kv_stack *stack, uint32_t mask) {
+    const kv_schema *sc = kv_op_schema(op);
     uint64_t h = 0x6b76676f65ull;
     for (int i = 0; i < stack->size; i++) {
         const kv_ivalue *v = &stack->slots[i];
+        const bool tensor_arg = sc && i < sc->nargs ? sc->args[i].type.kind == KV_TYPE_TENSOR
+                                                    : v->tag == KV_IV_TENSOR || v->tag == KV_IV_TENSOR_LIST;
+        if (!tensor_arg && (i >= 32 || !(mask >> i & 1u))) continue;
         h = geo_mix(h, (uint64_t)v->tag + 1);
         uint64_t bits = 0;
         switch (v->tag) {

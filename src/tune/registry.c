@@ -34,6 +34,7 @@ static tune_slot *slot_create(const kv_op *op, kv_key key) {
     s->op = op;
     s->key = key;
     atomic_init(&s->forced, -1);
+    atomic_init(&s->cfg, kv_tune_op_config_lookup(op));
     atomic_init(&s->force_gen, UINT32_MAX);
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
@@ -54,11 +55,69 @@ static bool name_ok(const char *name) {
     return true;
 }
 
+/* Non-tensor argument types: what "*" and "*ints" select. */
+static bool arg_is_value(const kv_arg *a) { return a->type.kind != KV_TYPE_TENSOR; }
+static bool arg_is_shaping(const kv_arg *a) {
+    return arg_is_value(a) && !(a->type.kind == KV_TYPE_SCALAR && !a->type.is_list) &&
+           !(a->type.kind == KV_TYPE_FLOAT && !a->type.is_list);
+}
+
+/* `depends_on` ("dim,keepdim", "*", "*ints", NULL) as an argument mask. */
+static kv_status depends_mask(const kv_op *op, const char *op_name, const char *depends_on, uint32_t *out) {
+    *out = 0;
+    if (depends_on == NULL) return KV_OK;
+    const kv_schema *s = kv_op_schema(op);
+    const char *p = depends_on;
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ' ') e++;
+        if (e == p) break;
+        const size_t n = (size_t)(e - p);
+        bool found = false;
+        for (int i = 0; i < s->nargs && i < 32; i++) {
+            const kv_arg *a = &s->args[i];
+            const bool all = n == 1 && p[0] == '*', ints = n == 5 && strncmp(p, "*ints", 5) == 0;
+            const bool named = strlen(a->name) == n && strncmp(a->name, p, n) == 0;
+            if ((all && arg_is_value(a)) || (ints && arg_is_shaping(a)) || (named && arg_is_value(a))) {
+                *out |= (uint32_t)1 << i;
+                found = true;
+            } else if (all || ints) {
+                found = true;
+            }
+        }
+        if (!found)
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "kv_tune_register_variant: %s: argument 'depends_on': '%.*s' is not a non-tensor "
+                            "argument of %s",
+                            op_name, (int)n, p, s->full_name);
+        p = e;
+    }
+    return KV_OK;
+}
+
+uint32_t kv_tune_op_geo_mask(const kv_op *op) {
+    uint32_t m = 0;
+    for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
+        const tune_slot *s = kv_tune_slot_find(op, (kv_key)k);
+        if (s) m |= atomic_load_explicit(&s->geo_mask, memory_order_relaxed);
+    }
+    return m;
+}
+
 kv_status kv_tune_register_variant(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
                                    kv_tune_pred_fn pred) {
+    return kv_tune_register_variant_args(op_name, backend, name, fn, pred, NULL);
+}
+
+kv_status kv_tune_register_variant_args(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
+                                        kv_tune_pred_fn pred, const char *depends_on) {
     const char *who = "kv_tune_register_variant";
     const kv_op *op = kv_op_find(op_name);
     if (op == NULL) return kv_error(KV_ERR_UNKNOWN_OP, "%s: unknown op '%s'", who, op_name ? op_name : "(null)");
+    uint32_t depends = 0;
+    kv_status dst = depends_mask(op, op_name, depends_on, &depends);
+    if (dst != KV_OK) return dst;
     if (!kv_key_is_backend(backend))
         return kv_error(KV_ERR_INVALID_ARG, "%s: %s: argument 'backend': %s is not a backend key", who, op_name,
                         (unsigned)backend < (unsigned)KV_KEY_COUNT ? kv_key_name(backend) : "(not a key)");
@@ -92,6 +151,8 @@ kv_status kv_tune_register_variant(const char *op_name, kv_key backend, const ch
     memcpy(v->name, name, strlen(name) + 1);
     v->fn = fn;
     v->pred = pred;
+    v->depends = depends;
+    atomic_fetch_or(&s->geo_mask, depends);
     atomic_store_explicit(&s->n, n + 1, memory_order_release);
     /* A new variant changes what "compatible" means for every geometry. */
     atomic_fetch_add(&g_tune_gen, 1);
@@ -112,6 +173,7 @@ kv_status kv_tune_unregister_all(const char *op_name, kv_key backend) {
     kv_status st = KV_OK;
     if (s != NULL) {
         atomic_store(&s->n, 0);
+        atomic_store(&s->geo_mask, 0);
         atomic_fetch_add(&g_tune_gen, 1);
         atomic_fetch_add(&g_tune_force_gen, 1);
         if (kv_op_entry_fn(op, backend) == kv_tune_dispatch_kernel) st = kv_register_kernel(op_name, backend, NULL);

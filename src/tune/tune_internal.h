@@ -14,6 +14,7 @@ typedef struct tune_variant {
     char name[KV_TUNE_NAME_MAX];
     kv_kernel_fn fn;
     kv_tune_pred_fn pred;
+    uint32_t depends; /* non-tensor arguments its predicate reads (bit = argument index) */
 } tune_variant;
 
 /* One cached choice. Fields are separate atomics: a reader may see a
@@ -25,6 +26,11 @@ typedef struct tune_entry {
     _Atomic uint32_t gen;    /* g_tune_gen when stored; older entries are misses */
     _Atomic int32_t choice;  /* variant index */
     _Atomic int64_t calls;   /* calls served since it was stored */
+    _Atomic uint64_t tuned_at; /* kv_tune_now() when stored (the time trigger) */
+    /* Variant indexes fastest first, 4 bits each, 0xF past the last
+     * (0 when the choice was not timed): where a call goes when the
+     * cached choice refuses it. */
+    _Atomic uint64_t rank;
 } tune_entry;
 
 #define TUNE_CACHE_SIZE 64   /* per slot, a power of two */
@@ -45,6 +51,11 @@ typedef struct tune_slot {
     _Atomic int32_t forced;
     _Atomic uint32_t force_gen;
     _Atomic uint64_t calls, tunings, hits; /* calls: the ones that missed the cache */
+    /* The non-tensor arguments in the geometry: the union of what the
+     * variants declare (kv_tune_register_variant_args). */
+    _Atomic uint32_t geo_mask;
+    /* Per-op settings (kv_tune_op_config_set), NULL: the global ones. */
+    _Atomic(const kv_tune_config *) cfg;
     struct tune_slot *next;                 /* every slot, for listing */
 } tune_slot;
 
@@ -53,6 +64,10 @@ typedef struct tune_slot {
 tune_slot *kv_tune_slot_find(const kv_op *op, kv_key key);
 /* The first slot of the list of all slots (newest first). */
 tune_slot *kv_tune_slot_first(void);
+/* The union of geo_mask over every backend's slot of op. */
+uint32_t kv_tune_op_geo_mask(const kv_op *op);
+/* The geometry hash with the non-tensor arguments of `mask`. */
+uint64_t kv_tune_geometry_hash_mask(const kv_op *op, const kv_stack *stack, uint32_t mask);
 
 /* ---- dispatch.c ---- */
 /* The kernel the registry installs at every key with a variant set. */
@@ -61,8 +76,10 @@ kv_status kv_tune_dispatch_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack
 /* ---- select.c ---- */
 /* The variant index to run for this call (see tune.h); -1 with the
  * thread's error set when there is none. `allow_tune` false never times
- * (ops called from inside a variant being timed). */
-int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune);
+ * (ops called from inside a variant being timed). *only_choice_checked
+ * says whether the chosen variant's predicate was the only one that ran
+ * (a cache hit), so what it stashed is about this call and this variant. */
+int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune, bool *only_choice_checked);
 /* Bumped to invalidate every cached choice (and the force resolution). */
 extern _Atomic uint32_t g_tune_gen;
 extern _Atomic uint32_t g_tune_force_gen;
@@ -75,15 +92,24 @@ typedef struct tune_timing {
 } tune_timing;
 /* Times every variant whose compat[i] is true on a copy of the call;
  * returns the winner (-1 when every one failed). */
-int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tune_timing *timings);
+int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tune_timing *timings, bool first);
 uint64_t kv_tune_now(void);
 /* Whether this thread is inside kv_tune_measure (nested ops are not tuned). */
 bool kv_tune_in_measure(void);
 kv_tune_config kv_tune_config_snapshot(void);
-/* retune_after, readable without a lock (every cached call reads it). */
-int64_t kv_tune_retune_after(void);
+/* The settings a slot runs with (its op's, else the global ones), without
+ * a lock: every cached call reads them. Valid for the process's life. */
+const kv_tune_config *kv_tune_slot_config(const tune_slot *s);
+/* The per-op settings of op, NULL when it has none. */
+const kv_tune_config *kv_tune_op_config_lookup(const kv_op *op);
 
 /* ---- force.c ---- */
+/* The forced variant of slot s (n variants): its index, -1 when the op is
+ * not forced on this backend, TUNE_FORCE_ERROR when the entry names a
+ * variant the op has on no backend (kv_tune_force_error says so). */
+#define TUNE_FORCE_ERROR (-2)
+int kv_tune_force_resolve(const tune_slot *s, int n);
+kv_status kv_tune_force_error(const kv_op *op);
 /* The forced variant name of op, NULL when none (lock-free). */
 const char *kv_tune_force_lookup(const kv_op *op);
 /* Parses and checks a force map (the KV_PERFDISPATCH_FORCE grammar, "?"
@@ -103,6 +129,11 @@ kv_status kv_tune_config_from_env(void);
 typedef enum tune_how { TUNE_HOW_FORCED, TUNE_HOW_ONLY, TUNE_HOW_TUNED, TUNE_HOW_UNTUNED } tune_how;
 void kv_tune_log_choice(const tune_slot *s, const kv_stack *stack, int choice, tune_how how, int ncompat,
                         const tune_timing *timings);
+
+/* ---- stash.c ---- */
+/* Arms this thread's stash for the call (op, stack), dropping any fill. */
+void kv_tune_stash_arm(const kv_op *op, const kv_stack *stack);
+void kv_tune_stash_disarm(void);
 
 /* ---- pin (dispatch.c) ---- */
 /* This thread's pin for (op, key): a variant index, or -1. */

@@ -1,10 +1,11 @@
 /* The tuner: timing the compatible variants of one call (kv/tune.h).
  *
- * Each variant runs `warmup` times untimed, then `reps` times between two
- * readings of the clock with the backend's sync before and after; the
- * lowest median wins, ties going to the earlier registered variant. A
- * variant whose first timed run is more than 8 times the best median so
- * far stops there (it cannot win and may be slow: a reference mm).
+ * Each variant runs `warmup` times untimed (`rewarmup` when re-tuning),
+ * then `reps` times between two readings of the clock with the backend's
+ * sync before and after, in interleaved rounds; the lowest median wins,
+ * ties going to the earlier registered variant. A variant whose best of
+ * its first two timed runs is more than 8 times the best variant's stops
+ * there (it cannot win and may be slow: a reference mm).
  *
  * Runs never touch the caller's data: they use a copy of the stack whose
  * mutable (a!) tensors are replaced by fresh tensors of the same geometry
@@ -17,12 +18,30 @@
 
 #include "kv/tensor.h"
 
+
 #define TUNE_MAX_REPS 101
 
+/* Settings are immutable once published: the hot path (every cached
+ * call reads retune_after and retune_ms) loads a pointer, and a change
+ * publishes a new copy. Replaced copies stay on a list, since a reader
+ * may still hold one (a few dozen bytes per change). */
+typedef struct published_cfg {
+    kv_tune_config c;
+    struct published_cfg *retired;
+} published_cfg;
+
+static published_cfg g_default = { KV_TUNE_CONFIG_DEFAULT, NULL };
+static _Atomic(const published_cfg *) g_cfg = &g_default;
 static pthread_mutex_t g_cfg_lock = PTHREAD_MUTEX_INITIALIZER;
-static kv_tune_config g_cfg = { 1, 5, 0, true };
-/* Read on every cached call, so kept apart from the locked config. */
-static _Atomic int64_t g_retune_after;
+static published_cfg *g_retired;
+
+/* Per-op settings, for slots made after the setting (registry.c asks). */
+typedef struct op_cfg {
+    const kv_op *op;
+    const published_cfg *cfg; /* NULL: back to the global settings */
+    struct op_cfg *next;
+} op_cfg;
+static op_cfg *g_op_cfgs; /* under g_cfg_lock */
 
 static pthread_mutex_t g_clock_lock = PTHREAD_MUTEX_INITIALIZER;
 static kv_tune_clock_fn g_clock;
@@ -34,62 +53,216 @@ static _Thread_local int t_measure_depth;
 
 /* ---- settings ---- */
 
-kv_tune_config kv_tune_config_snapshot(void) {
-    pthread_mutex_lock(&g_cfg_lock);
-    kv_tune_config c = g_cfg;
-    pthread_mutex_unlock(&g_cfg_lock);
-    return c;
-}
+kv_tune_config kv_tune_config_snapshot(void) { return atomic_load_explicit(&g_cfg, memory_order_acquire)->c; }
 
 kv_tune_config kv_tune_config_get(void) { return kv_tune_config_snapshot(); }
 
-int64_t kv_tune_retune_after(void) { return atomic_load_explicit(&g_retune_after, memory_order_relaxed); }
+const kv_tune_config *kv_tune_slot_config(const tune_slot *s) {
+    const kv_tune_config *c = atomic_load_explicit(&s->cfg, memory_order_acquire);
+    return c ? c : &atomic_load_explicit(&g_cfg, memory_order_acquire)->c;
+}
 
-kv_status kv_tune_config_set(const kv_tune_config *c) {
-    if (c == NULL) return kv_error(KV_ERR_INVALID_ARG, "kv_tune_config_set: argument 'config': is NULL");
-    if (c->warmup < 0)
-        return kv_error(KV_ERR_INVALID_ARG, "kv_tune_config_set: argument 'warmup': %d is negative", c->warmup);
+static kv_status check_config(const char *who, const kv_tune_config *c) {
+    if (c == NULL) return kv_error(KV_ERR_INVALID_ARG, "%s: argument 'config': is NULL", who);
+    if (c->warmup < 0 || c->rewarmup < 0)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: argument '%s': %d is negative", who,
+                        c->warmup < 0 ? "warmup" : "rewarmup", c->warmup < 0 ? c->warmup : c->rewarmup);
     if (c->reps < 1 || c->reps > TUNE_MAX_REPS)
-        return kv_error(KV_ERR_INVALID_ARG, "kv_tune_config_set: argument 'reps': %d is outside [1, %d]", c->reps,
+        return kv_error(KV_ERR_INVALID_ARG, "%s: argument 'reps': %d is outside [1, %d]", who, c->reps,
                         TUNE_MAX_REPS);
     if (c->retune_after < 0)
-        return kv_error(KV_ERR_INVALID_ARG, "kv_tune_config_set: argument 'retune_after': %lld is negative",
+        return kv_error(KV_ERR_INVALID_ARG, "%s: argument 'retune_after': %lld is negative", who,
                         (long long)c->retune_after);
+    if (c->min_sample_ns < 0 || c->min_sample_ns > 1000000000)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: argument 'min_sample_ns': %lld is outside [0, 1e9]", who,
+                        (long long)c->min_sample_ns);
+    if (c->retune_ms < 0)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: argument 'retune_ms': %lld is negative", who,
+                        (long long)c->retune_ms);
+    return KV_OK;
+}
+
+/* A published copy of c (NULL when out of memory), kept reachable. Under g_cfg_lock. */
+static published_cfg *publish_locked(const kv_tune_config *c) {
+    published_cfg *p = malloc(sizeof *p);
+    if (p == NULL) return NULL;
+    p->c = *c;
+    p->retired = g_retired;
+    g_retired = p;
+    return p;
+}
+
+kv_status kv_tune_config_set(const kv_tune_config *c) {
+    kv_status st = check_config("kv_tune_config_set", c);
+    if (st != KV_OK) return st;
     pthread_mutex_lock(&g_cfg_lock);
-    g_cfg = *c;
-    atomic_store(&g_retune_after, c->retune_after);
+    published_cfg *p = publish_locked(c);
+    if (p != NULL) atomic_store_explicit(&g_cfg, p, memory_order_release);
     pthread_mutex_unlock(&g_cfg_lock);
+    if (p == NULL) return kv_error(KV_ERR_OOM, "kv_tune_config_set: out of memory");
     kv_tune_cache_clear();
     return KV_OK;
 }
 
-/* A non-negative integer from the environment; -1 when unset. */
-static kv_status env_int(const char *var, int64_t lo, int64_t hi, int64_t *out) {
-    *out = -1;
+const kv_tune_config *kv_tune_op_config_lookup(const kv_op *op) {
+    pthread_mutex_lock(&g_cfg_lock);
+    const published_cfg *found = NULL;
+    for (const op_cfg *o = g_op_cfgs; o; o = o->next)
+        if (o->op == op) found = o->cfg;
+    pthread_mutex_unlock(&g_cfg_lock);
+    return found ? &found->c : NULL;
+}
+
+kv_status kv_tune_op_config_set(const kv_op *op, const kv_tune_config *c) {
+    if (op == NULL) return kv_error(KV_ERR_INVALID_ARG, "kv_tune_op_config_set: argument 'op': is NULL");
+    if (c != NULL) {
+        kv_status st = check_config("kv_tune_op_config_set", c);
+        if (st != KV_OK) return st;
+    }
+    pthread_mutex_lock(&g_cfg_lock);
+    published_cfg *p = c ? publish_locked(c) : NULL;
+    op_cfg *o = NULL;
+    for (o = g_op_cfgs; o && o->op != op; o = o->next) {
+    }
+    if (o == NULL && (o = malloc(sizeof *o)) != NULL) {
+        o->op = op;
+        o->next = g_op_cfgs;
+        g_op_cfgs = o;
+    }
+    const bool ok = o != NULL && (c == NULL || p != NULL);
+    if (ok) o->cfg = p;
+    pthread_mutex_unlock(&g_cfg_lock);
+    if (!ok) return kv_error(KV_ERR_OOM, "%s: kv_tune_op_config_set: out of memory", kv_op_name(op));
+    for (tune_slot *s = kv_tune_slot_first(); s; s = s->next)
+        if (s->op == op) atomic_store_explicit(&s->cfg, p ? &p->c : NULL, memory_order_release);
+    kv_tune_cache_clear();
+    return KV_OK;
+}
+
+kv_tune_config kv_tune_op_config_get(const kv_op *op) {
+    const kv_tune_config *c = op ? kv_tune_op_config_lookup(op) : NULL;
+    return c ? *c : kv_tune_config_snapshot();
+}
+
+/* ---- the environment ----
+ * Each variable is a comma list of entries, "N" (every op) or "op:N"
+ * (that op): KV_PERFDISPATCH_RETUNE=10000,mm:0. */
+
+typedef enum cfg_field { F_RETUNE, F_RETUNE_MS, F_WARMUP, F_REWARMUP, F_REPS, F_TUNE, F_SAMPLE, F_COUNT } cfg_field;
+
+static const struct {
+    const char *var;
+    int64_t lo, hi;
+} g_fields[F_COUNT] = {
+    [F_RETUNE] = { "KV_PERFDISPATCH_RETUNE", 0, INT64_MAX },
+    [F_RETUNE_MS] = { "KV_PERFDISPATCH_RETUNE_MS", 0, INT64_MAX },
+    [F_WARMUP] = { "KV_PERFDISPATCH_WARMUP", 0, 1000 },
+    [F_REWARMUP] = { "KV_PERFDISPATCH_REWARMUP", 0, 1000 },
+    [F_REPS] = { "KV_PERFDISPATCH_REPS", 1, TUNE_MAX_REPS },
+    [F_TUNE] = { "KV_PERFDISPATCH_TUNE", 0, 1 },
+    [F_SAMPLE] = { "KV_PERFDISPATCH_SAMPLE_NS", 0, 1000000000 },
+};
+
+static void set_field(kv_tune_config *c, cfg_field f, int64_t v) {
+    switch (f) {
+    case F_RETUNE: c->retune_after = v; break;
+    case F_RETUNE_MS: c->retune_ms = v; break;
+    case F_WARMUP: c->warmup = (int)v; break;
+    case F_REWARMUP: c->rewarmup = (int)v; break;
+    case F_REPS: c->reps = (int)v; break;
+    case F_TUNE: c->tuning = v == 1; break;
+    case F_SAMPLE: c->min_sample_ns = v; break;
+    case F_COUNT: break;
+    }
+}
+
+#define ENV_OPS_MAX 64
+typedef struct env_op_setting {
+    const kv_op *op;
+    cfg_field f;
+    int64_t v;
+} env_op_setting;
+
+static kv_status parse_int(const char *var, const char *entry, const char *b, const char *e, int64_t lo, int64_t hi,
+                           int64_t *out) {
+    char buf[32];
+    while (b < e && (*b == ' ' || *b == '\t')) b++;
+    while (e > b && (e[-1] == ' ' || e[-1] == '\t')) e--;
+    const size_t n = (size_t)(e - b);
+    char *end = NULL;
+    long long x = 0;
+    if (n > 0 && n < sizeof buf) {
+        memcpy(buf, b, n);
+        buf[n] = '\0';
+        x = strtoll(buf, &end, 10);
+    }
+    if (n == 0 || n >= sizeof buf || end == buf || *end != '\0' || x < lo || x > hi)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: entry '%s': expected an integer in [%lld, %lld]", var, entry,
+                        (long long)lo, (long long)hi);
+    *out = x;
+    return KV_OK;
+}
+
+/* One variable into the global config and the per-op list. */
+static kv_status parse_var(cfg_field f, kv_tune_config *global, env_op_setting *ops, int *nops) {
+    const char *var = g_fields[f].var;
     const char *v = getenv(var);
     if (v == NULL) return KV_OK;
-    char *end = NULL;
-    long long x = strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || x < lo || x > hi)
-        return kv_error(KV_ERR_INVALID_ARG, "%s: expected an integer in [%lld, %lld], got '%s'", var, (long long)lo,
-                        (long long)hi, v);
-    *out = x;
+    /* Set but with no entry at all (empty or blanks and commas): an error,
+     * as for every KV_* variable (README "Exit codes"). */
+    if (v[strspn(v, " \t,")] == '\0')
+        return kv_error(KV_ERR_INVALID_ARG, "%s: empty value '%s' (unset it, or give N or op:N entries)", var, v);
+    const char *p = v;
+    while (*p) {
+        const char *b = p, *e = p;
+        while (*e && *e != ',') e++;
+        p = *e ? e + 1 : e;
+        const char *tb = b;
+        while (tb < e && (*tb == ' ' || *tb == '\t')) tb++;
+        if (tb == e) continue; /* empty entries are skipped */
+        char entry[160];
+        snprintf(entry, sizeof entry, "%.*s", (int)(e - b), b);
+        const char *colon = memchr(b, ':', (size_t)(e - b));
+        int64_t x;
+        if (colon == NULL) {
+            kv_status st = parse_int(var, entry, b, e, g_fields[f].lo, g_fields[f].hi, &x);
+            if (st != KV_OK) return st;
+            set_field(global, f, x);
+            continue;
+        }
+        char name[2 * KV_SCHEMA_NAME_MAX];
+        const char *nb = b, *ne = colon;
+        while (nb < ne && (*nb == ' ' || *nb == '\t')) nb++;
+        while (ne > nb && (ne[-1] == ' ' || ne[-1] == '\t')) ne--;
+        snprintf(name, sizeof name, "%.*s", (int)(ne - nb), nb);
+        const kv_op *op = name[0] ? kv_op_find(name) : NULL;
+        if (op == NULL) return kv_error(KV_ERR_INVALID_ARG, "%s: entry '%s': unknown op '%s'", var, entry, name);
+        kv_status st = parse_int(var, entry, colon + 1, e, g_fields[f].lo, g_fields[f].hi, &x);
+        if (st != KV_OK) return st;
+        if (*nops == ENV_OPS_MAX)
+            return kv_error(KV_ERR_INVALID_ARG, "%s: entry '%s': more than %d per-op settings in all", var, entry,
+                            ENV_OPS_MAX);
+        ops[(*nops)++] = (env_op_setting){ op, f, x };
+    }
     return KV_OK;
 }
 
 kv_status kv_tune_config_from_env(void) {
     kv_tune_config c = kv_tune_config_snapshot();
-    int64_t v;
-    kv_status st;
-    if ((st = env_int("KV_PERFDISPATCH_RETUNE", 0, INT64_MAX, &v)) != KV_OK) return st;
-    if (v >= 0) c.retune_after = v;
-    if ((st = env_int("KV_PERFDISPATCH_WARMUP", 0, 1000, &v)) != KV_OK) return st;
-    if (v >= 0) c.warmup = (int)v;
-    if ((st = env_int("KV_PERFDISPATCH_REPS", 1, TUNE_MAX_REPS, &v)) != KV_OK) return st;
-    if (v >= 0) c.reps = (int)v;
-    if ((st = env_int("KV_PERFDISPATCH_TUNE", 0, 1, &v)) != KV_OK) return st;
-    if (v >= 0) c.tuning = v == 1;
-    return kv_tune_config_set(&c);
+    env_op_setting ops[ENV_OPS_MAX];
+    int nops = 0;
+    for (int f = 0; f < F_COUNT; f++) {
+        kv_status st = parse_var((cfg_field)f, &c, ops, &nops);
+        if (st != KV_OK) return st;
+    }
+    kv_status st = kv_tune_config_set(&c);
+    /* Per op: the global settings just set, with the op's entries on top. */
+    for (int i = 0; st == KV_OK && i < nops; i++) {
+        kv_tune_config oc = kv_tune_op_config_get(ops[i].op);
+        set_field(&oc, ops[i].f, ops[i].v);
+        st = kv_tune_op_config_set(ops[i].op, &oc);
+    }
+    return st;
 }
 
 /* ---- clock and sync ---- */
@@ -167,8 +340,8 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tune_timing *tm) {
-    const kv_tune_config cfg = kv_tune_config_snapshot();
+int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tune_timing *tm, bool first) {
+    const kv_tune_config cfg = *kv_tune_slot_config(s);
     const kv_schema *sc = kv_op_schema(s->op);
     const int n = stack->size;
     if (n > KV_STACK_MAX) return -1;
@@ -183,37 +356,82 @@ int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tun
         else args[i].v.tensor = clones[i];
     }
     const int nv = atomic_load_explicit(&s->n, memory_order_acquire);
-    int best = -1;
     void (*sync)(void) = atomic_load(&g_sync[s->key]);
-    t_measure_depth++;
-    for (int i = 0; ok && i < nv; i++) {
+    /* Rounds, not one variant after the other: round r times every live
+     * variant once, so a noisy stretch of the machine (2 shared cores)
+     * hurts every variant's r-th sample a little instead of one variant's
+     * samples a lot. The first evaluation of a geometry warms up more (cold
+     * caches, first-touch pages, lazy set-up) than a re-evaluation. */
+    uint64_t times[KV_TUNE_MAX_VARIANTS][TUNE_MAX_REPS];
+    int done[KV_TUNE_MAX_VARIANTS] = { 0 };
+    bool live[KV_TUNE_MAX_VARIANTS] = { false };
+    for (int i = 0; i < nv; i++) {
         tm[i] = (tune_timing){ false, false, 0 };
-        if (!compat[i]) continue;
-        tm[i].ran = true;
-        const tune_variant *v = &s->v[i];
-        bool good = true;
-        for (int w = 0; w < cfg.warmup && good; w++) good = run_once(s, v, args, n);
-        uint64_t times[TUNE_MAX_REPS];
-        int done = 0;
-        for (int r = 0; r < cfg.reps && good; r++) {
+        live[i] = ok && compat[i];
+        tm[i].ran = live[i];
+    }
+    t_measure_depth++;
+    const int warm = first ? cfg.warmup : cfg.rewarmup;
+    uint64_t warm_ns[KV_TUNE_MAX_VARIANTS] = { 0 };
+    for (int w = 0; w < warm; w++)
+        for (int i = 0; i < nv; i++) {
+            if (!live[i]) continue;
+            const uint64_t t0 = cfg.min_sample_ns > 0 ? kv_tune_now() : 0;
+            if (!run_once(s, &s->v[i], args, n)) {
+                live[i] = false;
+                tm[i].failed = true;
+            }
+            if (cfg.min_sample_ns > 0) {
+                const uint64_t t1 = kv_tune_now();
+                warm_ns[i] = t1 > t0 ? t1 - t0 : 1;
+            }
+        }
+    /* Runs per sample: a short call is repeated so that the clock's own
+     * cost and jitter are small next to what a sample measures. */
+    int batch[KV_TUNE_MAX_VARIANTS];
+    for (int i = 0; i < nv; i++) {
+        const uint64_t want = cfg.min_sample_ns > 0 && warm_ns[i] > 0 ? (uint64_t)cfg.min_sample_ns / warm_ns[i] : 1;
+        batch[i] = want < 1 ? 1 : want > 256 ? 256 : (int)want;
+    }
+    uint64_t early[KV_TUNE_MAX_VARIANTS]; /* the lower of each variant's first two samples */
+    for (int r = 0; r < cfg.reps; r++) {
+        for (int i = 0; i < nv; i++) {
+            if (!live[i]) continue;
             if (sync) sync();
             const uint64_t t0 = kv_tune_now();
-            good = run_once(s, v, args, n);
+            bool good = true;
+            for (int b = 0; b < batch[i] && good; b++) good = run_once(s, &s->v[i], args, n);
             if (sync) sync();
             const uint64_t t1 = kv_tune_now();
-            if (!good) break;
-            times[done++] = t1 >= t0 ? t1 - t0 : 0;
-            if (r == 0 && best >= 0 && times[0] / 8 > tm[best].median_ns) break;
+            if (!good) {
+                live[i] = false;
+                tm[i].failed = true;
+                continue;
+            }
+            const uint64_t t = (t1 >= t0 ? t1 - t0 : 0) / (uint64_t)batch[i];
+            times[i][done[i]++] = t;
+            early[i] = r == 0 || t < early[i] ? t : early[i];
         }
-        if (!good) {
-            tm[i].failed = true;
-            continue;
+        /* After two rounds, a variant more than 8 times slower than the
+         * best cannot win and may be slow (a reference mm): it stops. Two
+         * samples each, so one outlier does not condemn a variant. */
+        if (r == 1) {
+            uint64_t best_early = UINT64_MAX;
+            for (int i = 0; i < nv; i++)
+                if (live[i] && early[i] < best_early) best_early = early[i];
+            for (int i = 0; i < nv; i++)
+                if (live[i] && early[i] / 8 > best_early) live[i] = false;
         }
-        qsort(times, (size_t)done, sizeof *times, cmp_u64);
-        tm[i].median_ns = done % 2 ? times[done / 2] : (times[done / 2 - 1] + times[done / 2]) / 2;
-        if (best < 0 || tm[i].median_ns < tm[best].median_ns) best = i;
     }
     t_measure_depth--;
+    int best = -1;
+    for (int i = 0; i < nv; i++) {
+        if (!tm[i].ran || tm[i].failed || done[i] == 0) continue;
+        qsort(times[i], (size_t)done[i], sizeof times[i][0], cmp_u64);
+        const int d = done[i];
+        tm[i].median_ns = d % 2 ? times[i][d / 2] : (times[i][d / 2 - 1] + times[i][d / 2]) / 2;
+        if (best < 0 || tm[i].median_ns < tm[best].median_ns) best = i;
+    }
     for (int i = 0; i < n; i++) kv_tensor_release(clones[i]);
     /* Errors of failed runs belong to no caller. */
     kv_error_clear();

@@ -9,12 +9,14 @@ CASE="--op=neg --dtype=u8 --shape=4x5 --fill=exact --device=cpu,accel"
 expect 0 "" "a passing case line exits 0" -- $KVRUN $CASE $R
 for var in KV_NO_DISPATCH_CACHE KV_REDISPATCH_GATE KV_ACCEL_TARGET KV_ACCEL_DISABLE KV_NO_REDISPATCH \
     KV_PERFDISPATCH_FORCE KV_PERFDISPATCH_LOG KV_PERFDISPATCH_RETUNE KV_PERFDISPATCH_WARMUP \
-    KV_PERFDISPATCH_REPS KV_PERFDISPATCH_TUNE KV_CPU_ISA KV_BACKEND_PROBE_TIMEOUT KV_EXACT_VERIFY; do
+    KV_PERFDISPATCH_REPS KV_PERFDISPATCH_TUNE KV_PERFDISPATCH_RETUNE_MS KV_PERFDISPATCH_REWARMUP \
+    KV_PERFDISPATCH_SAMPLE_NS KV_CPU_ISA KV_BACKEND_PROBE_TIMEOUT KV_EXACT_VERIFY KV_CACHING_ALLOCATOR; do
     expect 2 "$var" "$var= (empty) exits 2 naming it" -- env "$var=" $KVRUN $CASE $R
 done
 for pair in KV_NO_DISPATCH_CACHE=yes KV_REDISPATCH_GATE=fast KV_ACCEL_TARGET=nope KV_ACCEL_DISABLE=bogus \
     KV_PERFDISPATCH_FORCE=neg KV_PERFDISPATCH_LOG=2 KV_PERFDISPATCH_RETUNE=x KV_PERFDISPATCH_WARMUP=-1 \
-    KV_PERFDISPATCH_REPS=0 KV_PERFDISPATCH_TUNE=2 KV_CPU_ISA=foo KV_BACKEND_PROBE_TIMEOUT=0 KV_EXACT_VERIFY=zz; do
+    KV_PERFDISPATCH_REPS=0 KV_PERFDISPATCH_TUNE=2 KV_CPU_ISA=foo KV_BACKEND_PROBE_TIMEOUT=0 KV_EXACT_VERIFY=zz \
+    KV_PERFDISPATCH_RETUNE=mm:x KV_CACHING_ALLOCATOR=no KV_CACHING_ALLOCATOR=2; do
     expect 2 "${pair%%=*}" "$pair (unknown value) exits 2 naming it" -- env "$pair" $KVRUN $CASE $R
 done
 expect 0 "" "KV_ACCEL_DISABLE='metadata, cat' strips blanks like the force map" -- \
@@ -22,6 +24,7 @@ expect 0 "" "KV_ACCEL_DISABLE='metadata, cat' strips blanks like the force map" 
 expect 0 "" "KV_PERFDISPATCH_FORCE=' neg : ref ' strips blanks" -- \
     env "KV_PERFDISPATCH_FORCE= neg : ref " $KVRUN $CASE $R
 expect 0 "" "KV_CPU_ISA=sse2 is accepted" -- env KV_CPU_ISA=sse2 $KVRUN $CASE $R
+expect 0 "" "KV_CACHING_ALLOCATOR=0 is accepted" -- env KV_CACHING_ALLOCATOR=0 $KVRUN $CASE $R
 expect 2 "did you mean --filter?" "--fitler is an unknown flag with a suggestion" -- $KVRUN cases/unary.case --fitler=x $R
 expect 2 "unknown flag --bogus" "an unknown flag is a usage error" -- $KVRUN cases/unary.case --bogus $R
 expect 2 "--jobs=0" "a bad flag value exits 2" -- $KVRUN cases/unary.case --jobs=0 $R

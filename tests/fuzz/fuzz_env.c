@@ -10,6 +10,7 @@
  *   KV_ACCEL_TARGET       cpu | sim | cuda | auto (unset = auto)
  *   KV_NO_DISPATCH_CACHE  unset or "0": cache on; "1": off; else ("" too) error
  *   KV_PERFDISPATCH_FORCE op:variant[,op:variant...] (parsed, not installed)
+ *   KV_CACHING_ALLOCATOR  unset or "1": cache on; "0": off; else ("" too) error
  * Every rejection must carry a message naming the variable. */
 #include "fuzz.h"
 
@@ -22,11 +23,12 @@
 #include "dispatch/op_internal.h"
 #include "tune/tune_internal.h"
 
-enum { GATE, KILL, DISABLE, TARGET, CACHE, FORCE, NVARS };
+/* New variables go at the end: the corpus picks one by its first byte. */
+enum { GATE, KILL, DISABLE, TARGET, CACHE, FORCE, ALLOC, NVARS };
 
 static const char *const g_vars[NVARS] = {
     "KV_REDISPATCH_GATE", "KV_NO_REDISPATCH", "KV_ACCEL_DISABLE",
-    "KV_ACCEL_TARGET", "KV_NO_DISPATCH_CACHE", "KV_PERFDISPATCH_FORCE",
+    "KV_ACCEL_TARGET", "KV_NO_DISPATCH_CACHE", "KV_PERFDISPATCH_FORCE", "KV_CACHING_ALLOCATOR",
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -150,6 +152,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const bool valid = v == NULL || strcmp(v, "0") == 0 || off;
         if (valid) KV_FUZZ_CHECK(st == KV_OK && on == !off, "KV_NO_DISPATCH_CACHE='%s'", shown);
         else check_rejected(CACHE, st, shown);
+        break;
+    }
+    case ALLOC: {
+        bool on = false;
+        const kv_status st = kv_cpu_cache_parse_env(v, &on);
+        const bool off = v && strcmp(v, "0") == 0;
+        const bool valid = v == NULL || strcmp(v, "1") == 0 || off;
+        if (valid) KV_FUZZ_CHECK(st == KV_OK && on == !off, "KV_CACHING_ALLOCATOR='%s'", shown);
+        else check_rejected(ALLOC, st, shown);
         break;
     }
     case FORCE: {

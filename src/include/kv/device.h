@@ -77,6 +77,46 @@ void kv_allocator_reinstall(kv_device_type t, kv_allocator *a);
 void *kv_allocator_alloc(kv_allocator *a, size_t nbytes);
 void kv_allocator_free(kv_allocator *a, void *ptr, size_t nbytes);
 kv_allocator_stats kv_allocator_stats_of(kv_device_type t);
+/* Counts an allocation (alloc true) or a free of nbytes on type t without
+ * calling an allocator: for memory libkv carves out of a block it already
+ * holds (a small tensor's storage lives next to its header). */
+void kv_allocator_count(kv_device_type t, int64_t nbytes, bool alloc);
+/* Whether `a` is the built-in CPU allocator (not one a caller installed,
+ * such as the runner's redzone allocator). */
+bool kv_allocator_is_builtin_cpu(const kv_allocator *a);
+
+/* ---- the built-in CPU allocator's cache (src/core/cpu_alloc.c) ----
+ * Requests are rounded to size classes; freed blocks are kept for reuse:
+ * up to 32 KiB per thread, larger ones in one process-wide cache holding
+ * at most KV_CPU_CACHE_MAX_BYTES. On by default; KV_CACHING_ALLOCATOR=0
+ * turns it off (read by core on its first allocation, or by kv_init
+ * first; any value but unset, "0" and "1", the empty string included, is
+ * an error kv_init reports). Only the built-in allocator caches: while
+ * another CPU allocator is installed, everything goes through it. The
+ * counters are the large cache's. */
+#define KV_CPU_CACHE_MAX_BYTES ((int64_t)1 << 30)
+typedef struct kv_cpu_cache_stats {
+    bool enabled;
+    uint64_t hits;         /* large requests served from the cache */
+    uint64_t misses;       /* large requests that went to libc */
+    uint64_t returned;     /* large frees that went to libc (cache full or off) */
+    int64_t cached_blocks; /* large blocks held now */
+    int64_t cached_bytes;
+} kv_cpu_cache_stats;
+kv_cpu_cache_stats kv_cpu_cache_stats_get(void);
+bool kv_cpu_cache_enabled(void);
+/* Off also empties the large cache and this thread's small blocks. */
+void kv_cpu_cache_set_enabled(bool on);
+/* Gives every cached block of the large cache and of this thread back to libc. */
+void kv_cpu_cache_empty(void);
+/* KV_CACHING_ALLOCATOR's parser (pure, for tests and the fuzzer), and
+ * the variable's status: read once, an error raised on every call (the
+ * composition root, kv_init, calls it first). */
+kv_status kv_cpu_cache_parse_env(const char *value, bool *enabled);
+kv_status kv_cpu_cache_env_init(void);
+/* The built-in iface's functions (what kv_allocator_cpu_iface() holds). */
+void *kv_cpu_cache_alloc(void *context, size_t nbytes);
+void kv_cpu_cache_free(void *context, void *ptr, size_t nbytes);
 
 /* Whether the host may dereference memory of this device type; when not,
  * kv_tensor_data() returns NULL for tensors on it (or over its storage)

@@ -48,6 +48,9 @@ typedef struct kv_tensor {
      * by kv_tensor_view / kv_tensor_alias; freed through
      * kv_tensor_batched_free_hook. */
     struct kv_batched_info *batched;
+    /* Where the header's memory came from (src/core/tensor_cache.h); 0, a
+     * calloc'd header's value, means malloc: kv_tensor_release frees it. */
+    unsigned char origin;
 } kv_tensor;
 
 /* ---- storage ---- */

@@ -10,16 +10,19 @@
  *     incompatible forced variant is an error for that call);
  *   - else the only compatible variant, used at once;
  *   - else the tuner's choice: each compatible variant runs `warmup`
- *     untimed times and `reps` timed times (a device sync before and after
- *     each timed run), the lowest median wins (ties: the earlier
- *     registered). The choice is cached per geometry; with `retune_after`
- *     N > 0 the (N+1)-th call of a geometry since it was last tuned (the
- *     tuning call counts as the first) tunes it again (0 = never).
+ *     untimed times (`rewarmup` when re-tuning), then `reps` timed times in
+ *     interleaved rounds (a device sync before and after each timed run);
+ *     the lowest median wins (ties: the earlier registered). The choice is
+ *     cached per geometry and re-tuned after `retune_after` calls or
+ *     `retune_ms` milliseconds since its last tuning (0 = never; the time
+ *     is looked at every 64th call).
  * The geometry of a call is the dtype, sizes, strides and lazy bits of
- * every tensor argument (lists included), plus the values of the
- * non-tensor arguments, since predicates may read them (a softmax dim, an
- * alpha). A cached choice is used only while its predicate still accepts
- * the call (aliasing between arguments is not part of the geometry).
+ * every tensor argument (lists included), plus the values of only those
+ * non-tensor arguments some variant declared (kv_tune_register_variant_args):
+ * add with alpha 1..100 is one geometry. A cached choice is used only
+ * while its predicate still accepts the call (aliasing and undeclared
+ * values are not part of the geometry); when it refuses, the call runs the
+ * fastest compatible variant of that geometry's timings, without tuning.
  *
  * While a variant runs for timing, mutable (a!) arguments are replaced by
  * copies with the same geometry, so tuning never changes a caller's data,
@@ -30,15 +33,25 @@
  * kv_tune_env_load):
  *   KV_PERFDISPATCH_FORCE=op:variant[,op:variant...]  pins choices;
  *       whitespace around names is ignored, empty entries are skipped; an
- *       entry without exactly one ':', an unknown op or an unknown variant
- *       is an error naming the entry and listing what exists (every
- *       dispatch through a variant set then fails with it, never a silent
- *       fallback to tuning). "?" means: list every op and its variants.
+ *       entry without exactly one ':' or an op named twice makes every
+ *       dispatch through a variant set fail, naming it. Each entry is
+ *       judged when its op first dispatches: a variant the op has on no
+ *       backend fails that op's calls (naming the entry); an op that does
+ *       not exist fails nothing (kvrun reports it after loading
+ *       everything, kv_tune_force_check). Ops and variants registered
+ *       after the variable was read can be forced. "?" means: list every
+ *       op and its variants (kvrun lists and exits 0; a library dispatch
+ *       lists once and returns, unforced).
  *   KV_PERFDISPATCH_LOG=1      logs each choice (stderr by default);
- *   KV_PERFDISPATCH_RETUNE=N   re-tune after N calls of a geometry;
- *   KV_PERFDISPATCH_WARMUP=N, KV_PERFDISPATCH_REPS=N   the tuner's runs;
- *   KV_PERFDISPATCH_TUNE=0     no timing: the last-registered compatible
- *                              variant wins.
+ *   settings, each a comma list of "N" (every op) and "op:N" (one op):
+ *   KV_PERFDISPATCH_RETUNE=N     re-tune after N calls (default 10000, 0 never);
+ *   KV_PERFDISPATCH_RETUNE_MS=N  re-tune N ms after the last tuning (default 60000, 0 never);
+ *   KV_PERFDISPATCH_WARMUP=N     untimed runs, first evaluation (default 2);
+ *   KV_PERFDISPATCH_REWARMUP=N   untimed runs, re-evaluation (default 1);
+ *   KV_PERFDISPATCH_REPS=N       timed runs (default 5, 1..101);
+ *   KV_PERFDISPATCH_SAMPLE_NS=N  shortest timed sample, repeating short calls (default 2000, 0 = one run);
+ *   KV_PERFDISPATCH_TUNE=0       no timing: the last-registered compatible
+ *                                variant wins.
  * Registration is for start-up (and single-threaded tests); dispatch,
  * tuning and the queries below are thread-safe. */
 #ifndef KV_TUNE_H
@@ -71,6 +84,15 @@ typedef bool (*kv_tune_pred_fn)(const kv_op *op, const kv_stack *stack);
  * KV_TUNE_MAX_VARIANTS (KV_ERR_INVALID_ARG). */
 kv_status kv_tune_register_variant(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
                                    kv_tune_pred_fn pred);
+/* The same, declaring which non-tensor arguments the predicate (or the
+ * variant's speed) depends on, so they join the geometry: a comma list of
+ * argument names, "*" for every non-tensor argument, "*ints" for every
+ * non-tensor argument but Scalars and floats (dims, sizes, flags, dtypes,
+ * devices: what shapes the problem). NULL or "" declares none (what
+ * kv_tune_register_variant does). A name that is not a non-tensor
+ * argument of the op is KV_ERR_INVALID_ARG. */
+kv_status kv_tune_register_variant_args(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
+                                        kv_tune_pred_fn pred, const char *depends_on);
 /* Removes every variant of (op_name, backend) and its dispatching kernel
  * (the key's entry becomes missing). For tests. */
 kv_status kv_tune_unregister_all(const char *op_name, kv_key backend);
@@ -92,6 +114,25 @@ bool kv_tune_variant_compatible(const kv_op *op, kv_key backend, int i, const kv
 /* Writes one line per op with variants on any backend, sorted by op name:
  * "mm: CPU[ref, blocked, avx2]" (what KV_PERFDISPATCH_FORCE=? prints). */
 void kv_tune_list(FILE *out);
+
+/* ---- analyse once ----
+ * A predicate that analysed a call may leave the analysis for the kernel
+ * of the same call, so that a tuner cache hit analyses its arguments once:
+ *
+ *   predicate:  my_call *c = kv_tune_stash_buffer(op, stack, sizeof *c);
+ *               analyse into c (or into a local when c is NULL);
+ *               if it accepts and c != NULL: kv_tune_stash_fill(op, stack, &MY_KIND);
+ *   kernel:     const my_call *c = kv_tune_stash_take(op, stack, &MY_KIND);
+ *               copy *c before calling any op, or analyse when NULL.
+ *
+ * `kind` is any address naming the analysis (variants that share one
+ * analysis share it). Only the dispatcher arms the stash, for exactly the
+ * call whose chosen variant it is about to check and run, so a NULL from
+ * either function is normal and means "analyse yourself". */
+#define KV_TUNE_STASH_BYTES 512
+void *kv_tune_stash_buffer(const kv_op *op, const kv_stack *stack, size_t size);
+void kv_tune_stash_fill(const kv_op *op, const kv_stack *stack, const void *kind);
+const void *kv_tune_stash_take(const kv_op *op, const kv_stack *stack, const void *kind);
 
 /* ---- calling ---- */
 /* Calls variant `name` of (op, backend) directly on the stack (the stack
@@ -141,21 +182,53 @@ typedef enum kv_tune_env_result {
 } kv_tune_env_result;
 /* Reads the environment variables above now (they are otherwise read at
  * the first dispatch through a variant set). kvrun calls it after kv_init
- * and exits 2 on an error. Later calls return the first call's result. */
+ * and exits 2 on an error. Later calls return the first call's result.
+ * The library itself never exits: a "?" first read by a dispatch lists
+ * once on stdout and the program carries on, unforced. */
 kv_tune_env_result kv_tune_env_load(void);
+/* Every entry of the force map against what is registered now: KV_OK, or
+ * KV_ERR_INVALID_ARG naming the first entry whose op does not exist or has
+ * its variant on no backend. kvrun calls it once every backend is loaded
+ * (and exits 2); a dispatch judges only its own op's entry. */
+kv_status kv_tune_force_check(void);
 
 /* ---- the tuner ---- */
+/* Settings, global or per op (the first four fields keep their old
+ * order; the time trigger and the re-evaluation warm-up came later).
+ *
+ * Why the defaults differ from perf_dispatch's re-tune after 300 calls: a
+ * tuning here times every compatible variant (warm-up + reps runs each,
+ * about 30 calls' worth for 4 variants), so re-tuning every 300 calls
+ * would spend ~10% of a small op's time in the tuner; every 10,000 calls
+ * keeps it under 0.5%. The time trigger catches what a count cannot (a
+ * machine whose load changed under a long-running process). */
 typedef struct kv_tune_config {
-    int warmup;              /* untimed runs per variant (default 1) */
+    int warmup;              /* untimed runs per variant when a geometry is first evaluated (default 2) */
     int reps;                /* timed runs per variant, >= 1 (default 5) */
-    int64_t retune_after;    /* calls of one geometry before re-tuning; 0 = never (default) */
-    bool tuning;             /* false: no timing, the last-registered compatible variant wins */
+    int64_t retune_after;    /* calls of one geometry since its last tuning before it is re-tuned; 0 = never
+                                (default 10000) */
+    bool tuning;             /* false: no timing, the last-registered compatible variant wins (default true) */
+    int64_t retune_ms;       /* milliseconds since a geometry's last tuning before it is re-tuned; 0 = never
+                                (default 60000). Looked at every 64th call of the geometry, so the clock stays off
+                                the hot path */
+    int rewarmup;            /* untimed runs per variant when re-tuning (default 1) */
+    int64_t min_sample_ns;   /* a timed sample repeats a call that takes less (as timed in warm-up) until it
+                                lasts about this long, at most 256 runs, and counts the time per run: a
+                                300 ns call timed alone is mostly clock noise (default 2000; 0 = one run) */
 } kv_tune_config;
+#define KV_TUNE_CONFIG_DEFAULT { 2, 5, 10000, true, 60000, 1, 2000 }
 
+/* The global settings (what an op without its own uses). */
 kv_tune_config kv_tune_config_get(void);
-/* KV_ERR_INVALID_ARG for warmup < 0, reps < 1 or retune_after < 0. Clears
- * every cached choice. */
+/* KV_ERR_INVALID_ARG for warmup or rewarmup < 0, reps outside [1, 101],
+ * retune_after or retune_ms < 0. Clears every cached choice. */
 kv_status kv_tune_config_set(const kv_tune_config *config);
+/* Settings of one op (every backend's variant set of it, including ones
+ * registered later); NULL puts the op back on the global settings. Same
+ * errors; clears every cached choice. */
+kv_status kv_tune_op_config_set(const kv_op *op, const kv_tune_config *config);
+/* The settings op runs with: its own, else the global ones. */
+kv_tune_config kv_tune_op_config_get(const kv_op *op);
 
 /* The tuner's clock, in nanoseconds (monotonic by default). Tests inject
  * a fake one: fn NULL restores the monotonic clock. */

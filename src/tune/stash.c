@@ -1,0 +1,58 @@
+/* Analyse once: a predicate's analysis of a call, handed to the kernel of
+ * the same call (kv/tune.h, kv_tune_stash_*).
+ *
+ * On a tuner cache hit the dispatcher runs the chosen variant's predicate
+ * (a hash collision or a different aliasing must never reach a kernel that
+ * refuses the call) and then its kernel, and both would analyse the same
+ * arguments. The dispatcher arms this thread's stash for exactly that
+ * call (op and stack) before the predicate and disarms it after the
+ * kernel; only an armed stash takes a fill or gives one back, so an
+ * analysis can never outlive its call or reach another one. A predicate
+ * called on any other path (the tuner trying every variant, a compatibility
+ * query, a nested call) finds the stash unarmed or armed for another call,
+ * and analyses into its own frame as before. */
+#include "tune/tune_internal.h"
+
+#include <stdalign.h>
+
+typedef struct tune_stash {
+    const kv_op *op;
+    const kv_stack *stack;
+    const void *kind; /* what filled it; NULL while empty */
+    alignas(16) unsigned char data[KV_TUNE_STASH_BYTES];
+} tune_stash;
+
+static _Thread_local tune_stash t_stash;
+
+void kv_tune_stash_arm(const kv_op *op, const kv_stack *stack) {
+    t_stash.op = op;
+    t_stash.stack = stack;
+    t_stash.kind = NULL;
+}
+
+void kv_tune_stash_disarm(void) {
+    t_stash.op = NULL;
+    t_stash.stack = NULL;
+    t_stash.kind = NULL;
+}
+
+void *kv_tune_stash_buffer(const kv_op *op, const kv_stack *stack, size_t size) {
+    if (t_stash.op != op || t_stash.stack != stack || op == NULL || size > KV_TUNE_STASH_BYTES) return NULL;
+    t_stash.kind = NULL; /* whatever was there is being overwritten */
+    return t_stash.data;
+}
+
+void kv_tune_stash_fill(const kv_op *op, const kv_stack *stack, const void *kind) {
+    if (t_stash.op == op && t_stash.stack == stack && op != NULL) t_stash.kind = kind;
+}
+
+const void *kv_tune_stash_take(const kv_op *op, const kv_stack *stack, const void *kind) {
+    if (t_stash.op != op || t_stash.stack != stack || op == NULL || t_stash.kind != kind || kind == NULL)
+        return NULL;
+    /* Disarmed now: the kernel may call other ops, whose dispatch must not
+     * see this call's analysis. The data stays valid until this thread
+     * arms the stash again, which the kernel's nested calls may do, so the
+     * kernel copies what it needs first. */
+    kv_tune_stash_disarm();
+    return t_stash.data;
+}
