@@ -38,15 +38,6 @@ void kv_check_result_set(kv_check_result *r, kv_result_status status, const char
     va_end(ap);
 }
 
-void kv_check_result_append(kv_check_result *r, const char *fmt, ...) {
-    const size_t n = strlen(r->message);
-    if (n + 1 >= sizeof r->message) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->message + n, sizeof r->message - n, fmt, ap);
-    va_end(ap);
-}
-
 void kv_check_push(const kv_check_ctx *ctx, const kv_check_result *r) {
     (void)kv_result_list_push(ctx->results, r);
 }

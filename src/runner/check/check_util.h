@@ -20,7 +20,6 @@ void kv_check_result_begin(kv_check_result *r, const kv_check_ctx *ctx, const ch
 void kv_check_result_set(kv_check_result *r, kv_result_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Appends more text to the message. */
-void kv_check_result_append(kv_check_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends the row to ctx->results (an ERROR row naming the problem is
  * impossible if even that fails; the failure is ignored). */
 void kv_check_push(const kv_check_ctx *ctx, const kv_check_result *r);

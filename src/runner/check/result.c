@@ -1,6 +1,8 @@
 /* Result statuses and the growable result list every report reads. */
 #include "runner/check/result.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,4 +116,13 @@ void kv_result_list_counts(const kv_result_list *list, int64_t counts[KV_RESULT_
         if ((int)s >= 0 && s < KV_RESULT_STATUS_COUNT) counts[s]++;
         else counts[KV_RESULT_ERROR]++; /* a corrupted status is never a pass */
     }
+}
+
+void kv_check_result_append(kv_check_result *r, const char *fmt, ...) {
+    const size_t n = strlen(r->message);
+    if (n + 1 >= sizeof r->message) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message + n, sizeof r->message - n, fmt, ap);
+    va_end(ap);
 }

@@ -78,6 +78,9 @@ typedef struct kv_check_result {
     int64_t ulp_hist[KV_ULP_BINS];
 } kv_check_result;
 
+/* Appends to r's message (printf-style), cut at its end. */
+void kv_check_result_append(kv_check_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* A growable list of results, the unit reports work on. */
 typedef struct kv_result_list {
     kv_check_result *items;

@@ -430,16 +430,6 @@ static kv_status kv_pool_record_one(kv_pool *p, int ci, const kv_check_result *r
     return kv_pool_record(p, ci, row, 1);
 }
 
-static void kv_row_append(kv_check_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void kv_row_append(kv_check_result *r, const char *fmt, ...) {
-    const size_t n = strlen(r->message);
-    if (n + 1 >= sizeof r->message) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->message + n, sizeof r->message - n, fmt, ap);
-    va_end(ap);
-}
-
 /* What the parent knows about a worker that just failed its case, read
  * before the worker is reaped (its slot and output file outlive it). */
 typedef struct kv_failure {
@@ -470,7 +460,7 @@ static kv_status kv_pool_fail_case(kv_pool *p, int ci, kv_check_result *r, const
     const bool rerun = f->key != KV_KEY_CPU && f->key != KV_KEY_ACCEL &&
                        (kv_device_type)f->key != c->device.type && !(p->exclude[ci] & bit);
     if (!rerun) return kv_pool_record_one(p, ci, r);
-    kv_row_append(r, "; the case was run again without %s", kv_key_name(f->key));
+    kv_check_result_append(r, "; the case was run again without %s", kv_key_name(f->key));
     kv_status st = kv_result_list_push(&p->per_case[ci], r);
     if (st != KV_OK) return st;
     p->exclude[ci] |= bit;
