@@ -106,7 +106,7 @@ static kv_check_result mul_failure(void) {
 static void test_status_names(void **state) {
     (void)state;
     static const char *const names[] = { "PASS", "FAIL", "ERROR", "UNSUPPORTED", "SKIP",
-                                         "CRASH", "TIMEOUT", "XFAIL", "XPASS" };
+                                         "CRASH", "TIMEOUT", "XFAIL", "XPASS", "FLAKY" };
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) {
         assert_string_equal(kv_result_status_name((kv_result_status)s), names[s]);
         kv_result_status back = KV_RESULT_STATUS_COUNT;
@@ -116,7 +116,7 @@ static void test_status_names(void **state) {
     assert_int_equal(kv_result_status_parse("pass", NULL), -1);
     assert_int_equal(kv_result_status_parse("", NULL), -1);
     /* bad = the statuses that make the exit code non-zero */
-    static const bool bad[] = { false, true, true, false, false, true, true, false, true };
+    static const bool bad[] = { false, true, true, false, false, true, true, false, true, false };
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
         assert_int_equal(kv_result_status_is_bad((kv_result_status)s), bad[s]);
     assert_true(kv_result_status_severity(KV_RESULT_CRASH) > kv_result_status_severity(KV_RESULT_FAIL));
@@ -238,6 +238,7 @@ static void test_exit_code(void **state) {
         [KV_RESULT_PASS] = 0,    [KV_RESULT_FAIL] = 1,  [KV_RESULT_ERROR] = 1,
         [KV_RESULT_UNSUPPORTED] = 0, [KV_RESULT_SKIP] = 0, [KV_RESULT_CRASH] = 1,
         [KV_RESULT_TIMEOUT] = 1, [KV_RESULT_XFAIL] = 0, [KV_RESULT_XPASS] = 1,
+        [KV_RESULT_FLAKY] = 0,
     };
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) {
         kv_result_list l = { 0 };
@@ -245,8 +246,10 @@ static void test_exit_code(void **state) {
         push(&l, mk("b(dtype=f32)", "b", "golden", "cpu", KV_F32, (kv_result_status)s, ""));
         assert_int_equal(kv_report_exit_code(&l), expect[s]);
         kv_report_totals t = kv_report_totals_of(&l);
-        assert_int_equal(t.passed + t.failed + t.skipped, 2);
+        assert_int_equal(t.passed + t.failed + t.skipped + t.flaky, 2);
         assert_int_equal(t.failed, expect[s]);
+        /* --flaky=fail: a FLAKY row fails the run, nothing else changes. */
+        assert_int_equal(kv_report_exit_code_flaky(&l, true), s == KV_RESULT_FLAKY ? 1 : expect[s]);
         kv_result_list_free(&l);
     }
     kv_result_list all_ok = { 0 };

@@ -70,6 +70,12 @@ static void usage(FILE *f) {
             "                      the run); entries matching nothing are named; an unknown\n"
             "                      check or backend exits 2. Every run writes\n"
             "                      REPORT_DIR/failures.txt in this format\n"
+            "  --retry=N           run each case with a FAIL, ERROR, CRASH or TIMEOUT row\n"
+            "                      again, up to N times (default 0, at most %d); one that\n"
+            "                      passes on a retry is FLAKY: its failing rows are kept\n"
+            "                      with status FLAKY and how they failed first\n"
+            "  --flaky=pass|fail   whether FLAKY rows fail the run (exit 1); default pass:\n"
+            "                      they are counted and shown, the run passes\n"
             "  --mode=perf         time every kernel variant of each selected cpu case\n"
             "                      instead of checking it (in this process, one case at a\n"
             "                      time): median and min, GB/s or GFLOP/s, speedup over\n"
@@ -113,7 +119,7 @@ static void usage(FILE *f) {
             "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
             "2 usage or configuration errors (unknown flags, bad values, malformed case lines,\n"
             "nothing selected, and any empty or unknown KV_* value, named in the message).\n",
-            KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR,
+            KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR, KV_RETRY_MAX,
             KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP, KV_DRIVER_DEFAULT_REPORT_DIR);
 }
 
@@ -251,7 +257,8 @@ static const kv_flag kv_flags[] = {
     { "list-ops", KV_FLAG_BOOL, false },   { "backend", KV_FLAG_VALUE, true },
     { "gate", KV_FLAG_VALUE, false },      { "perf-reps", KV_FLAG_VALUE, false },
     { "accel-target", KV_FLAG_VALUE, false }, { "require-backend", KV_FLAG_VALUE, true },
-    { "golden", KV_FLAG_VALUE, false },
+    { "golden", KV_FLAG_VALUE, false },    { "retry", KV_FLAG_VALUE, false },
+    { "flaky", KV_FLAG_VALUE, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -405,6 +412,13 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
     } else if (strcmp(n, "golden") == 0) {
         if (kv_golden_mode_parse(v, &c->o.golden_mode) != 0)
             return kv_usage_error("--golden=%s: expected auto, store or live", v);
+    } else if (strcmp(n, "retry") == 0) {
+        if (kv_parse_int(v, 0, KV_RETRY_MAX, &c->o.retry) != 0)
+            return kv_usage_error("--retry=%s: must be a whole number from 0 to %d", v, KV_RETRY_MAX);
+    } else if (strcmp(n, "flaky") == 0) {
+        if (strcmp(v, "pass") != 0 && strcmp(v, "fail") != 0)
+            return kv_usage_error("--flaky=%s: expected pass or fail", v);
+        c->o.flaky_fail = strcmp(v, "fail") == 0;
     } else if (strcmp(n, "dump") == 0) {
         c->o.dump_dir = v;
     } else if (strcmp(n, "baseline") == 0) {
@@ -526,7 +540,7 @@ static int kv_merge_main(const kv_cli *c) {
     }
     kv_report_console(stdout, &results, &meta);
     fflush(stdout);
-    const int code = kv_report_exit_code(&results);
+    const int code = kv_report_exit_code_flaky(&results, meta.flaky_fail);
     kv_result_list_free(&results);
     return code > rc ? code : rc;
 }
@@ -571,7 +585,8 @@ static int kvrun_tune_env(void) {
 /* perf mode times variants in this process: the flags about checks,
  * goldens and workers do not apply to it (a silent no-op would mislead). */
 static int kv_perf_flags_check(const kv_cli *c) {
-    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout", "golden" };
+    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout",
+                                            "golden", "retry", "flaky" };
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
         if (!c->seen[f]) continue;

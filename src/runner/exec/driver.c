@@ -19,6 +19,7 @@
 #include "runner/golden/golden.h"
 #include "runner/golden/exact.h"
 #include "runner/report/report.h"
+#include "runner/exec/retry.h"
 
 void kv_driver_options_init(kv_driver_options *o) {
     memset(o, 0, sizeof *o);
@@ -35,6 +36,12 @@ kv_status kv_driver_options_check(const kv_driver_options *o) {
         return kv_error(KV_ERR_INVALID_ARG, "--timeout=%g: must be a positive number of seconds",
                         o->timeout_seconds);
     }
+    if (o->retry < 0 || o->retry > KV_RETRY_MAX)
+        return kv_error(KV_ERR_INVALID_ARG, "--retry=%d: must be a whole number from 0 to %d", o->retry, KV_RETRY_MAX);
+    /* A regeneration records what the reference computes: there is no
+     * failure to retry, and a rerun would write the store twice. */
+    if (o->retry > 0 && o->regen_golden)
+        return kv_error(KV_ERR_INVALID_ARG, "--retry=%d does not apply to --regen-golden", o->retry);
     if (o->nfilters < 0 || (o->nfilters > 0 && o->filters == NULL)) {
         return kv_error(KV_ERR_INVALID_ARG, "driver: argument 'filters': NULL with a count of %d", o->nfilters);
     }
@@ -346,6 +353,8 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     for (int i = 0; i < o->nfilters; i++) kv_put_text(b, cap, &n, " filter=%s", o->filters[i]);
     if (o->baseline_path) kv_put_text(b, cap, &n, " baseline=%s", o->baseline_path);
     if (o->dump_dir) kv_put_text(b, cap, &n, " dump=%s", o->dump_dir);
+    if (o->retry > 0) kv_put_text(b, cap, &n, " retry=%d flaky=%s", o->retry, o->flaky_fail ? "fail" : "pass");
+    meta->flaky_fail = o->flaky_fail;
     /* Which gates the fastpath check ran under, and what the other checks
      * on accel ran with (KV_REDISPATCH_GATE, KV_NO_REDISPATCH). */
     kv_put_text(b, cap, &n, " fastpath-gates=%s redispatch-gate=%s kill-switch=%s accel-target=%s",
@@ -505,6 +514,11 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         };
         kv_check_fastpath_set_gates(o->fastpath_gates); /* the forked workers inherit it */
         st = kv_isolate_run(sel, nsel, &env, &cfg, &results);
+        int nflaky = 0, nretried = 0;
+        if (st == KV_OK && o->retry > 0) st = kv_retry_failing(sel, nsel, &env, &cfg, o->retry, &results, &nflaky, &nretried);
+        if (st == KV_OK && nretried > 0)
+            fprintf(err, "kvrun: --retry=%d: %d failing case%s run again: %d flaky (passed on a retry), %d failed every time\n",
+                    o->retry, nretried, nretried == 1 ? "" : "s", nflaky, nretried - nflaky);
     }
     if (st == KV_OK) st = kv_driver_backend_rows(o, &results);
     if (st != KV_OK) {
@@ -539,7 +553,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     if (baseline != NULL && kv_baseline_notes(baseline, err) > 0) fflush(err);
     kv_report_console(out, &results, &meta);
     fflush(out);
-    const int code = kv_report_exit_code(&results);
+    const int code = kv_report_exit_code_flaky(&results, o->flaky_fail);
     if (code > rc) rc = code;
     kv_baseline_free(baseline);
     kv_result_list_free(&results);

@@ -94,6 +94,11 @@ typedef struct kv_driver_options {
      * that is not is an ERROR row (backends.c). */
     const char *const *require_backends;
     int nrequire;
+    /* --retry=N: failing cases run up to N more times; one that passes is
+     * FLAKY (runner/exec/retry.h). 0: no retries. */
+    int retry;
+    /* --flaky=fail: a FLAKY row fails the run (exit 1); default pass. */
+    bool flaky_fail;
 } kv_driver_options;
 
 /* Every field at its default. */

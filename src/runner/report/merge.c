@@ -295,6 +295,13 @@ kv_status kv_merge_read_meta(const char *path, kv_report_meta *meta, int64_t *nr
             get_string(fp, "env", f->env, sizeof f->env, why, sizeof why) != 0)
             rc = -1;
     }
+    /* Optional ("pass" when absent: folders from before --flaky). The
+     * fingerprint's options hold it too, so shards always agree on it. */
+    const json_t *flaky = rc == 0 ? json_object_get(o, "flaky") : NULL;
+    if (flaky != NULL && !(json_is_string(flaky) && (strcmp(json_string_value(flaky), "pass") == 0 ||
+                                                     strcmp(json_string_value(flaky), "fail") == 0)))
+        rc = fail(why, sizeof why, "\"flaky\": expected \"pass\" or \"fail\"");
+    else if (flaky != NULL) m.flaky_fail = strcmp(json_string_value(flaky), "fail") == 0;
     if (rc == 0 && (n < 0 || n > 1000000 || k < 0 || k > n || merged < 0 || count < 0 || ncases < 0))
         rc = fail(why, sizeof why, "shard %lld/%lld, merged_from %lld, results %lld, ncases %lld: out of range",
                   (long long)k, (long long)n, (long long)merged, (long long)count, (long long)ncases);

@@ -11,12 +11,16 @@
  *   matrix.md      the op x backend x dtype support matrix (report_matrix.c)
  *
  * Counting rule of the console's final line `N passed, N failed, N skipped`
- * (the three numbers always sum to the number of results):
+ * (with `, N flaky` appended when a --retry run had flakes; the numbers
+ * always sum to the number of results):
  *   passed  = PASS + XFAIL      (an expected failure does not fail the run)
  *   failed  = FAIL + ERROR + CRASH + TIMEOUT + XPASS
  *   skipped = SKIP + UNSUPPORTED
+ *   flaky   = FLAKY             (failed, then passed on a retry)
  * "failed" is exactly the set kv_result_status_is_bad: the run's exit code
- * is non-zero iff failed > 0 (or nothing ran at all).
+ * is non-zero iff failed > 0 (or nothing ran at all), or flaky > 0 under
+ * --flaky=fail. The line keeps its three-number form when nothing was
+ * flaky, so scripts that read it see no change.
  *
  * Every function that writes a file returns a kv_status whose message names
  * the path and the errno text. Files are written to PATH.tmp and renamed,
@@ -24,6 +28,7 @@
 #ifndef KV_RUNNER_REPORT_H
 #define KV_RUNNER_REPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -75,6 +80,9 @@ typedef struct kv_report_meta {
     int abi_version;
     char accel_requested[32];
     char accel_target[32];
+    /* --flaky=fail: a FLAKY row fails the run (exit 1). Written to
+     * meta.json as "flaky", so a merge of such shards judges alike. */
+    bool flaky_fail;
 } kv_report_meta;
 
 /* Every field zero / empty. */
@@ -82,7 +90,7 @@ void kv_report_meta_init(kv_report_meta *meta);
 
 /* The three numbers of the final console line (rule above). */
 typedef struct kv_report_totals {
-    int64_t passed, failed, skipped;
+    int64_t passed, failed, skipped, flaky;
 } kv_report_totals;
 kv_report_totals kv_report_totals_of(const kv_result_list *results);
 
@@ -90,6 +98,8 @@ kv_report_totals kv_report_totals_of(const kv_result_list *results);
  * unexpectedly; 1 otherwise, and 1 for an empty list (a run that selected
  * nothing is not a green run). Usage errors (2) are the CLI's business. */
 int kv_report_exit_code(const kv_result_list *results);
+/* The same, and 1 when flaky_fail and some row is FLAKY (--flaky=fail). */
+int kv_report_exit_code_flaky(const kv_result_list *results, bool flaky_fail);
 
 /* Each gate's fast-path hit rate (report_hits.c), from the fastpath
  * check's rows "fastpath:seed" and "fastpath:exact" that ran (PASS, FAIL,

@@ -42,8 +42,11 @@ kv_status kv_report_write_failures(const kv_result_list *results, const kv_repor
         const kv_check_result *r = &results->items[i];
         const bool excusable = r->status == KV_RESULT_FAIL || r->status == KV_RESULT_CRASH ||
                                r->status == KV_RESULT_TIMEOUT || r->status == KV_RESULT_XFAIL;
-        if (!excusable && r->status != KV_RESULT_ERROR) continue;
-        if (!excusable) fputs("# ERROR, never excused: ", f);
+        if (!excusable && r->status != KV_RESULT_ERROR && r->status != KV_RESULT_FLAKY) continue;
+        /* A flake passed in the end: a baseline entry for it could only
+         * ever be stale, so it is listed for the reader, commented out. */
+        if (r->status == KV_RESULT_FLAKY) fputs("# FLAKY, passed on a retry: ", f);
+        else if (!excusable) fputs("# ERROR, never excused: ", f);
         put_literal(f, r->case_id);
         fputc(' ', f);
         put_literal(f, r->check[0] ? r->check : "*");

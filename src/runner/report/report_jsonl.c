@@ -174,6 +174,7 @@ kv_status kv_report_write_meta(const kv_report_meta *meta, const kv_result_list 
     bad |= put(o, "shard_k", json_integer(meta->shard_k));
     bad |= put(o, "shard_n", json_integer(meta->shard_n));
     bad |= put(o, "merged_from", json_integer(meta->merged_from));
+    bad |= put(o, "flaky", json_string(meta->flaky_fail ? "fail" : "pass"));
     bad |= put(o, "results", json_integer(results->n));
     bad |= put(o, "counts", counts);
     /* The merge compares these (merge.c); written by every run. */
