@@ -76,6 +76,12 @@ static void usage(FILE *f) {
             "                      with status FLAKY and how they failed first\n"
             "  --flaky=pass|fail   whether FLAKY rows fail the run (exit 1); default pass:\n"
             "                      they are counted and shown, the run passes\n"
+            "  -v, --verbose       print each case as it finishes (with its worst status)\n"
+            "  -q, --quiet         print nothing while cases run: only the summary\n"
+            "                      (by default: at a terminal one live status line on\n"
+            "                      stderr, elsewhere a progress line every\n"
+            "                      KV_PROGRESS_SECONDS (default 30) and every 10%%;\n"
+            "                      failing rows as they happen, one line each)\n"
             "  --mode=perf         time every kernel variant of each selected cpu case\n"
             "                      instead of checking it (in this process, one case at a\n"
             "                      time): median and min, GB/s or GFLOP/s, speedup over\n"
@@ -258,7 +264,8 @@ static const kv_flag kv_flags[] = {
     { "gate", KV_FLAG_VALUE, false },      { "perf-reps", KV_FLAG_VALUE, false },
     { "accel-target", KV_FLAG_VALUE, false }, { "require-backend", KV_FLAG_VALUE, true },
     { "golden", KV_FLAG_VALUE, false },    { "retry", KV_FLAG_VALUE, false },
-    { "flaky", KV_FLAG_VALUE, false },
+    { "flaky", KV_FLAG_VALUE, false },    { "verbose", KV_FLAG_BOOL, false },
+    { "quiet", KV_FLAG_BOOL, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -283,7 +290,8 @@ static bool kv_is_perf_mode(const char *arg) { return strcmp(arg, "--mode=perf")
 /* What the grammar must not see: runner flags and positional paths. */
 static bool kv_runner_claims(const char *arg, void *ctx) {
     (void)ctx;
-    return kv_is_positional(arg) || kv_flag_of(arg) >= 0 || kv_is_perf_mode(arg) || strcmp(arg, "-h") == 0;
+    return kv_is_positional(arg) || kv_flag_of(arg) >= 0 || kv_is_perf_mode(arg) || strcmp(arg, "-h") == 0 ||
+           strcmp(arg, "-v") == 0 || strcmp(arg, "-q") == 0;
 }
 
 typedef struct kv_cli {
@@ -419,6 +427,9 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         if (strcmp(v, "pass") != 0 && strcmp(v, "fail") != 0)
             return kv_usage_error("--flaky=%s: expected pass or fail", v);
         c->o.flaky_fail = strcmp(v, "fail") == 0;
+    } else if (strcmp(n, "verbose") == 0 || strcmp(n, "quiet") == 0) {
+        if (c->o.verbosity != 0) return kv_usage_error("'%s': -v (--verbose) and -q (--quiet) exclude each other", arg);
+        c->o.verbosity = strcmp(n, "verbose") == 0 ? 1 : -1;
     } else if (strcmp(n, "dump") == 0) {
         c->o.dump_dir = v;
     } else if (strcmp(n, "baseline") == 0) {
@@ -490,6 +501,12 @@ static int kv_cli_parse(kv_cli *c, int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0) {
             c->help = true;
+            continue;
+        }
+        /* The short spellings of --verbose and --quiet. */
+        if (strcmp(a, "-v") == 0 || strcmp(a, "-q") == 0) {
+            const int rc = kv_cli_flag(c, kv_flag_of(a[1] == 'v' ? "--verbose" : "--quiet"), a);
+            if (rc != 0) return rc;
             continue;
         }
         if (kv_is_positional(a)) {
@@ -586,7 +603,7 @@ static int kvrun_tune_env(void) {
  * goldens and workers do not apply to it (a silent no-op would mislead). */
 static int kv_perf_flags_check(const kv_cli *c) {
     static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout",
-                                            "golden", "retry", "flaky" };
+                                            "golden", "retry", "flaky", "verbose", "quiet" };
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
         if (!c->seen[f]) continue;
@@ -659,7 +676,7 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
     int n = 0;
     name[0] = '\0';
     for (int i = 1; i < argc && n < (int)sizeof name - 1; i++) {
-        if (kv_flag_of(argv[i]) >= 0) continue;
+        if (kv_flag_of(argv[i]) >= 0 || strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "-q") == 0) continue;
         int k = snprintf(name + n, sizeof name - (size_t)n, "%s%s", n ? " " : "", argv[i]);
         if (k > 0) n += k;
     }

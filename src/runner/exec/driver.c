@@ -19,6 +19,7 @@
 #include "runner/golden/golden.h"
 #include "runner/golden/exact.h"
 #include "runner/report/report.h"
+#include "runner/exec/progress.h"
 #include "runner/exec/retry.h"
 
 void kv_driver_options_init(kv_driver_options *o) {
@@ -402,7 +403,9 @@ static kv_status kv_error_rows(const kv_case *const *sel, int n, const char *why
 
 int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *out) {
     FILE *err = o->err ? o->err : stderr;
-    if (kv_driver_options_check(o) != KV_OK || kv_exact_verify_env_check() != KV_OK) {
+    double progress_seconds;
+    if (kv_driver_options_check(o) != KV_OK || kv_exact_verify_env_check() != KV_OK ||
+        kv_progress_seconds_env(&progress_seconds) != KV_OK) {
         fprintf(err, "kvrun: %s\n", kv_last_error_message());
         return 2;
     }
@@ -513,7 +516,17 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
             .golden = store, .regen_golden = o->regen_golden, .dump_dir = o->dump_dir, .golden_mode = o->golden_mode
         };
         kv_check_fastpath_set_gates(o->fastpath_gates); /* the forked workers inherit it */
-        st = kv_isolate_run(sel, nsel, &env, &cfg, &results);
+        /* Progress for the run itself; the retries below are summed up in
+         * one line of their own (their case indices are another list's). */
+        kv_progress prog;
+        kv_isolate_config run_cfg = cfg;
+        st = kv_progress_init(&prog, err, isatty(fileno(err)) == 1, sel, nsel, (kv_progress_level)o->verbosity,
+                              progress_seconds);
+        if (st == KV_OK) {
+            run_cfg.observer = &prog.observer;
+            st = kv_isolate_run(sel, nsel, &env, &run_cfg, &results);
+        }
+        kv_progress_end(&prog);
         int nflaky = 0, nretried = 0;
         if (st == KV_OK && o->retry > 0) st = kv_retry_failing(sel, nsel, &env, &cfg, o->retry, &results, &nflaky, &nretried);
         if (st == KV_OK && nretried > 0)

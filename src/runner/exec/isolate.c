@@ -416,13 +416,20 @@ static int kv_worker_reap(kv_worker *w, bool kill_it) {
     return status;
 }
 
+/* Case ci has all its rows: counted, and the observer is told. */
+static void kv_pool_case_done(kv_pool *p, int ci) {
+    p->done[ci] = true;
+    p->ndone++;
+    const kv_isolate_observer *ob = p->cfg->observer;
+    if (ob != NULL && ob->finished != NULL) ob->finished(ob->ctx, ci, &p->per_case[ci]);
+}
+
 static kv_status kv_pool_record(kv_pool *p, int ci, const kv_check_result *rows, int count) {
     for (int i = 0; i < count; i++) {
         kv_status st = kv_result_list_push(&p->per_case[ci], &rows[i]);
         if (st != KV_OK) return st;
     }
-    p->done[ci] = true;
-    p->ndone++;
+    kv_pool_case_done(p, ci);
     return KV_OK;
 }
 
@@ -575,8 +582,7 @@ static kv_status kv_worker_readable(kv_pool *p, kv_worker *w) {
         st = kv_result_list_push(&p->per_case[w->case_index], &r);
     }
     if (st != KV_OK) return st;
-    p->done[w->case_index] = true;
-    p->ndone++;
+    kv_pool_case_done(p, w->case_index);
     w->busy = false;
     w->len = 0;
     /* Reaped now, so no case is handed to a worker on its way out. */
@@ -606,6 +612,8 @@ static kv_status kv_worker_assign(kv_pool *p, int wi, int ci) {
             w->case_index = ci;
             w->started = kv_now();
             w->len = 0;
+            const kv_isolate_observer *ob = p->cfg->observer;
+            if (ob != NULL && ob->started != NULL) ob->started(ob->ctx, ci);
             return KV_OK;
         }
         kv_worker_reap(w, true);
@@ -669,6 +677,9 @@ static kv_status kv_pool_loop(kv_pool *p) {
             if (wait < 0 || left < wait) wait = left;
         }
         if (np == 0) continue; /* every case handed out was answered by the parent itself */
+        const kv_isolate_observer *ob = p->cfg->observer;
+        /* A live line must move while a case runs long. */
+        if (ob != NULL && ob->tick != NULL && wait > KV_ISOLATE_TICK_SECONDS) wait = KV_ISOLATE_TICK_SECONDS;
         int ms = wait <= 0 ? 0 : (int)(wait * 1000.0) + 1;
         int r = poll(pfd, (nfds_t)np, ms);
         if (r < 0 && errno != EINTR) {
@@ -681,14 +692,21 @@ static kv_status kv_pool_loop(kv_pool *p) {
             if (w->busy && w->fd == pfd[j].fd) st = kv_worker_readable(p, w);
         }
         if (st == KV_OK) st = kv_pool_timeouts(p);
+        if (st == KV_OK && ob != NULL && ob->tick != NULL) ob->tick(ob->ctx);
     }
     free(pfd);
     free(pw);
     return st;
 }
 
-static void kv_run_inline(const kv_case *const *cases, int n, const kv_run_env *env, kv_result_list *per_case) {
-    for (int i = 0; i < n; i++) kv_case_run(cases[i], env, &per_case[i]);
+static void kv_run_inline(const kv_case *const *cases, int n, const kv_run_env *env, const kv_isolate_config *cfg,
+                          kv_result_list *per_case) {
+    const kv_isolate_observer *ob = cfg->observer;
+    for (int i = 0; i < n; i++) {
+        if (ob != NULL && ob->started != NULL) ob->started(ob->ctx, i);
+        kv_case_run(cases[i], env, &per_case[i]);
+        if (ob != NULL && ob->finished != NULL) ob->finished(ob->ctx, i, &per_case[i]);
+    }
 }
 
 kv_status kv_isolate_run(const kv_case *const *cases, int n, const kv_run_env *env,
@@ -705,7 +723,7 @@ kv_status kv_isolate_run(const kv_case *const *cases, int n, const kv_run_env *e
     kv_status st = KV_OK;
     switch (cfg->mode) {
     case KV_ISOLATE_NONE:
-        kv_run_inline(cases, n, env, per_case);
+        kv_run_inline(cases, n, env, cfg, per_case);
         break;
     case KV_ISOLATE_FORK: {
         kv_pool p = { .cases = cases, .n = n, .env = env, .cfg = cfg };

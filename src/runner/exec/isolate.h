@@ -59,6 +59,21 @@ const char *kv_isolate_mode_name(kv_isolate_mode m);
 /* 0 on success, -1 if `text` is not a mode name. */
 int kv_isolate_mode_parse(const char *text, kv_isolate_mode *out);
 
+/* Told about each case as the pool starts and finishes it (the progress
+ * line, runner/exec/progress.h); any callback may be NULL. `ci` indexes the
+ * cases given to kv_isolate_run; a case run again without a crashed
+ * backend starts twice but finishes once, with all its rows. */
+typedef struct kv_isolate_observer {
+    void (*started)(void *ctx, int ci);
+    void (*finished)(void *ctx, int ci, const kv_result_list *rows);
+    /* Called at least every KV_ISOLATE_TICK_SECONDS while cases run (fork
+     * mode), so a live line can show the time of a case that hangs. */
+    void (*tick)(void *ctx);
+    void *ctx;
+} kv_isolate_observer;
+
+#define KV_ISOLATE_TICK_SECONDS 0.25
+
 typedef struct kv_isolate_config {
     kv_isolate_mode mode;
     int jobs;                  /* workers (fork mode), >= 1 */
@@ -69,6 +84,7 @@ typedef struct kv_isolate_config {
      * negative: no cap. Sanitizer builds (ASan, TSan) never cap: their
      * shadow memory alone is terabytes of address space. */
     int worker_mem_mib;
+    const kv_isolate_observer *observer;  /* NULL: nobody is told */
 } kv_isolate_config;
 
 #define KV_ISOLATE_DEFAULT_MEM_MIB 4096
