@@ -82,6 +82,10 @@ static void usage(FILE *f) {
             "                      stderr, elsewhere a progress line every\n"
             "                      KV_PROGRESS_SECONDS (default 30) and every 10%%;\n"
             "                      failing rows as they happen, one line each)\n"
+            "  --resume            continue the incomplete run in --report-dir (interrupted\n"
+            "                      by SIGINT/SIGTERM, exit 130/143, or killed): the cases\n"
+            "                      in its results.jsonl are taken from there, the rest run;\n"
+            "                      the same arguments are needed (its fingerprint must match)\n"
             "  --mode=perf         time every kernel variant of each selected cpu case\n"
             "                      instead of checking it (in this process, one case at a\n"
             "                      time): median and min, GB/s or GFLOP/s, speedup over\n"
@@ -265,7 +269,7 @@ static const kv_flag kv_flags[] = {
     { "accel-target", KV_FLAG_VALUE, false }, { "require-backend", KV_FLAG_VALUE, true },
     { "golden", KV_FLAG_VALUE, false },    { "retry", KV_FLAG_VALUE, false },
     { "flaky", KV_FLAG_VALUE, false },    { "verbose", KV_FLAG_BOOL, false },
-    { "quiet", KV_FLAG_BOOL, false },
+    { "quiet", KV_FLAG_BOOL, false },     { "resume", KV_FLAG_BOOL, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -430,6 +434,8 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
     } else if (strcmp(n, "verbose") == 0 || strcmp(n, "quiet") == 0) {
         if (c->o.verbosity != 0) return kv_usage_error("'%s': -v (--verbose) and -q (--quiet) exclude each other", arg);
         c->o.verbosity = strcmp(n, "verbose") == 0 ? 1 : -1;
+    } else if (strcmp(n, "resume") == 0) {
+        c->o.resume = true;
     } else if (strcmp(n, "dump") == 0) {
         c->o.dump_dir = v;
     } else if (strcmp(n, "baseline") == 0) {
@@ -603,7 +609,7 @@ static int kvrun_tune_env(void) {
  * goldens and workers do not apply to it (a silent no-op would mislead). */
 static int kv_perf_flags_check(const kv_cli *c) {
     static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout",
-                                            "golden", "retry", "flaky", "verbose", "quiet" };
+                                            "golden", "retry", "flaky", "verbose", "quiet", "resume" };
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
         if (!c->seen[f]) continue;

@@ -6,12 +6,15 @@
  * two wrong calls cover the variants check's two identical calls, so the
  * first attempt fails as a plain wrong result (not as nondeterminism) and
  * the retry passes. Without KV_TEST_FLAKY_DIR the kernel is always right.
- * A huge KV_TEST_FLAKY_FAILS makes a kernel that never recovers. */
+ * A huge KV_TEST_FLAKY_FAILS makes a kernel that never recovers.
+ * KV_TEST_FLAKY_SLEEP_MS makes every call that slow (right or wrong), so
+ * tests/ci/resume.sh can interrupt a run half-way. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kv/backend.h"
@@ -57,6 +60,12 @@ static kv_status flaky_mul(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     float *z = out->storage->data;
     const int64_t n = host->tensor_numel(a);
     for (int64_t i = 0; i < n; i++) z[i] = x[i] * y[i];
+    const char *sleep_ms = getenv("KV_TEST_FLAKY_SLEEP_MS");
+    if (sleep_ms != NULL && sleep_ms[0] != '\0') {
+        const long ms = strtol(sleep_ms, NULL, 10);
+        const struct timespec ts = { ms / 1000, ms % 1000 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
     const char *fails = getenv("KV_TEST_FLAKY_FAILS");
     const long nfail = fails != NULL && fails[0] != '\0' ? strtol(fails, NULL, 10) : 2;
     const long call = flaky_tick();

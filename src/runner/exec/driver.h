@@ -35,6 +35,14 @@
  *   only happens when the caller says the selection is the whole suite
  *   (regen_full) and there is no filter and no shard.
  *
+ * Interruption
+ *   While cases run, the report folder is marked in progress and
+ *   results.jsonl grows case by case (report.h, "a run in progress").
+ *   SIGINT or SIGTERM stops the run: the workers are killed, every report
+ *   is written from the cases that finished, marked incomplete, and the
+ *   exit code is 128 + the signal (130, 143). A second signal ends kvrun
+ *   at once (the handler is reset after the first). --resume continues.
+ *
  * Exit codes: 0 nothing failed, errored, crashed, timed out or passed
  * unexpectedly (kv_report_exit_code); 1 otherwise, and when the golden
  * store cannot be saved or the reports cannot be written; 2 for usage
@@ -102,6 +110,9 @@ typedef struct kv_driver_options {
     /* -q / -v: what is printed while cases run (runner/exec/progress.h),
      * on `err`: a live line at a terminal, plain lines elsewhere. */
     int verbosity;               /* kv_progress_level: -1 quiet, 0 normal, 1 verbose */
+    /* --resume: continue the incomplete run in report_dir
+     * (runner/exec/resume.h) instead of starting afresh. */
+    bool resume;
 } kv_driver_options;
 
 /* Every field at its default. */

@@ -44,6 +44,8 @@
 #ifndef KV_RUNNER_ISOLATE_H
 #define KV_RUNNER_ISOLATE_H
 
+#include <signal.h>
+
 #include "kv/status.h"
 #include "runner/case/case.h"
 #include "runner/check/check.h"
@@ -85,6 +87,10 @@ typedef struct kv_isolate_config {
      * shadow memory alone is terabytes of address space. */
     int worker_mem_mib;
     const kv_isolate_observer *observer;  /* NULL: nobody is told */
+    /* Set (by a signal handler) to stop the run: no case is started any
+     * more, running workers are killed, and kv_isolate_run returns the
+     * rows of the cases that finished only. NULL: never stops. */
+    const volatile sig_atomic_t *stop;
 } kv_isolate_config;
 
 #define KV_ISOLATE_DEFAULT_MEM_MIB 4096
@@ -94,7 +100,10 @@ typedef struct kv_isolate_config {
 kv_status kv_isolate_worker_mem(const kv_isolate_config *cfg, int *mib);
 
 /* Runs cases[0..n) and appends their rows to `out`, case by case in index
- * order. Returns KV_OK once every case has rows (a crash, hang or failed
+ * order (after a stop, the finished cases' only). Workers ignore SIGINT and
+ * SIGTERM, which a terminal or CI runner sends to the whole process group:
+ * the parent decides (cfg->stop) and kills them; and they die with the
+ * parent (PR_SET_PDEATHSIG), so a kvrun killed by SIGKILL leaves none. Returns KV_OK once every case has rows (a crash, hang or failed
  * fork becomes that case's row, never a failure of the call); an error
  * only for bad arguments or when `out` cannot grow. */
 kv_status kv_isolate_run(const kv_case *const *cases, int n, const kv_run_env *env,

@@ -85,6 +85,8 @@ static void put_header(FILE *out, const kv_result_list *results, const kv_report
         fprintf(out, ", %.2f s", meta->wall_seconds);
     }
     fputc('\n', out);
+    char inc[512];
+    if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) fprintf(out, "== %s\n", inc);
     if (meta && meta->options[0]) {
         fputs("== options: ", out);
         put_text(out, meta->options);

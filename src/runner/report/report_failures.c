@@ -38,6 +38,12 @@ kv_status kv_report_write_failures(const kv_result_list *results, const kv_repor
         put_comment(f, meta->run_name);
         fputc('\n', f);
     }
+    char inc[512];
+    if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) {
+        fputs("# ", f);
+        put_comment(f, inc);
+        fputc('\n', f);
+    }
     for (int i = 0; i < results->n; i++) {
         const kv_check_result *r = &results->items[i];
         const bool excusable = r->status == KV_RESULT_FAIL || r->status == KV_RESULT_CRASH ||

@@ -65,7 +65,14 @@ static void put_head(FILE *f, const kv_result_list *results, const kv_report_met
         fputs(": ", f);
         kv_report_put_escaped(f, meta->run_name, false);
     }
-    fputs("</h1>\n<table>\n", f);
+    fputs("</h1>\n", f);
+    char inc[512];
+    if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) {
+        fputs("<p class=\"problem\"><b>", f);
+        kv_report_put_escaped(f, inc, false);
+        fputs("</b></p>\n", f);
+    }
+    fputs("<table>\n", f);
     char buf[64];
     kv_report_fmt_time(meta->start_time, buf, sizeof buf);
     fprintf(f, "<tr><th>started</th><td>%s</td></tr>\n", buf);

@@ -146,6 +146,12 @@ static void put_properties(FILE *f, const kv_report_meta *meta) {
     if (meta->merged_from > 0) fprintf(f, "      <property name=\"merged_from\" value=\"%d\"/>\n", meta->merged_from);
     kv_report_fmt_time(meta->start_time, buf, sizeof buf);
     fprintf(f, "      <property name=\"start_time\" value=\"%s\"/>\n", buf);
+    char inc[512];
+    if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) {
+        fputs("      <property name=\"incomplete\" value=\"", f);
+        kv_report_put_escaped(f, inc, true);
+        fputs("\"/>\n", f);
+    }
     fputs("      <property name=\"options\" value=\"", f);
     kv_report_put_escaped(f, meta->options, true);
     fputs("\"/>\n    </properties>\n", f);

@@ -123,6 +123,12 @@ kv_status kv_report_write_matrix(const kv_result_list *results, const kv_report_
         }
         if (meta != NULL) fprintf(f, "Seed %llu. ", (unsigned long long)meta->seed);
         fprintf(f, "%d results.\n\n", n);
+        char inc[512];
+        if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) {
+            fputs("**", f);
+            put_md(f, inc);
+            fputs("**\n\n", f);
+        }
         fputs("✓ passes, ✗ fails (FAIL, ERROR, CRASH, TIMEOUT or XFAIL), ~ flaky (failed, then passed on a retry), – unsupported, blank: not run.\n\n", f);
         fputs("| op | backend |", f);
         for (int d = 0; d < (int)KV_DTYPE_COUNT; d++)

@@ -34,6 +34,17 @@ int kv_report_exit_code(const kv_result_list *results) {
     return 0;
 }
 
+int kv_report_incomplete_text(const kv_report_meta *meta, char *buf, int cap) {
+    if (cap > 0) buf[0] = '\0';
+    if (meta == NULL || !meta->incomplete || cap <= 0) return 0;
+    snprintf(buf, (size_t)cap,
+             "INCOMPLETE: %s%s after %lld of %lld cases; these reports hold what finished; kvrun --resume "
+             "(with the same arguments) runs the rest",
+             meta->interrupted[0] ? "interrupted by " : "still running or killed", meta->interrupted,
+             (long long)meta->ncases_done, (long long)meta->ncases);
+    return 1;
+}
+
 int kv_report_exit_code_flaky(const kv_result_list *results, bool flaky_fail) {
     const int rc = kv_report_exit_code(results);
     if (rc != 0 || !flaky_fail) return rc;
