@@ -128,7 +128,8 @@ static void usage(FILE *f) {
             "Cases with the same ID run once. A run that selects no case is an error.\n"
             "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
             "2 usage or configuration errors (unknown flags, bad values, malformed case lines,\n"
-            "nothing selected, and any empty or unknown KV_* value, named in the message).\n",
+            "nothing selected, and any empty or unknown KV_* value, named in the message);\n"
+            "130/143 interrupted by SIGINT/SIGTERM (the reports are marked incomplete).\n",
             KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR, KV_RETRY_MAX,
             KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP, KV_DRIVER_DEFAULT_REPORT_DIR);
 }
