@@ -86,6 +86,11 @@ static void usage(FILE *f) {
             "                      by SIGINT/SIGTERM, exit 130/143, or killed): the cases\n"
             "                      in its results.jsonl are taken from there, the rest run;\n"
             "                      the same arguments are needed (its fingerprint must match)\n"
+            "  --deadline=SEC      end the whole run after SEC seconds: running cases are\n"
+            "                      killed, every case not finished is an ERROR row\n"
+            "                      'not run' (a partial run is not a green run)\n"
+            "  --max-failures=N    stop once N rows FAILed, ERRORed, CRASHed or TIMEd OUT;\n"
+            "                      the cases not run are SKIP rows 'not run'\n"
             "  --mode=perf         time every kernel variant of each selected cpu case\n"
             "                      instead of checking it (in this process, one case at a\n"
             "                      time): median and min, GB/s or GFLOP/s, speedup over\n"
@@ -271,6 +276,7 @@ static const kv_flag kv_flags[] = {
     { "golden", KV_FLAG_VALUE, false },    { "retry", KV_FLAG_VALUE, false },
     { "flaky", KV_FLAG_VALUE, false },    { "verbose", KV_FLAG_BOOL, false },
     { "quiet", KV_FLAG_BOOL, false },     { "resume", KV_FLAG_BOOL, false },
+    { "deadline", KV_FLAG_VALUE, false },  { "max-failures", KV_FLAG_VALUE, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -435,6 +441,16 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
     } else if (strcmp(n, "verbose") == 0 || strcmp(n, "quiet") == 0) {
         if (c->o.verbosity != 0) return kv_usage_error("'%s': -v (--verbose) and -q (--quiet) exclude each other", arg);
         c->o.verbosity = strcmp(n, "verbose") == 0 ? 1 : -1;
+    } else if (strcmp(n, "deadline") == 0) {
+        char *end;
+        errno = 0;
+        const double t = strtod(v, &end);
+        if (end == v || *end != '\0' || errno != 0 || !isfinite(t) || t <= 0 || t > 1e7)
+            return kv_usage_error("--deadline=%s: must be a number of seconds > 0 (at most 1e7)", v);
+        c->o.deadline_seconds = t;
+    } else if (strcmp(n, "max-failures") == 0) {
+        if (kv_parse_int(v, 1, 1000000000, &c->o.max_failures) != 0)
+            return kv_usage_error("--max-failures=%s: must be a whole number from 1 to 1000000000", v);
     } else if (strcmp(n, "resume") == 0) {
         c->o.resume = true;
     } else if (strcmp(n, "dump") == 0) {
@@ -610,7 +626,8 @@ static int kvrun_tune_env(void) {
  * goldens and workers do not apply to it (a silent no-op would mislead). */
 static int kv_perf_flags_check(const kv_cli *c) {
     static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout",
-                                            "golden", "retry", "flaky", "verbose", "quiet", "resume" };
+                                            "golden", "retry", "flaky", "verbose", "quiet", "resume",
+                                            "deadline", "max-failures" };
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
         if (!c->seen[f]) continue;

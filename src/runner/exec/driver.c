@@ -20,6 +20,7 @@
 #include "runner/golden/golden.h"
 #include "runner/golden/exact.h"
 #include "runner/report/report.h"
+#include "runner/exec/budget.h"
 #include "runner/exec/progress.h"
 #include "runner/exec/resume.h"
 #include "runner/exec/retry.h"
@@ -45,6 +46,11 @@ kv_status kv_driver_options_check(const kv_driver_options *o) {
      * failure to retry, and a rerun would write the store twice. */
     if (o->retry > 0 && o->regen_golden)
         return kv_error(KV_ERR_INVALID_ARG, "--retry=%d does not apply to --regen-golden", o->retry);
+    if (!(o->deadline_seconds >= 0) || o->deadline_seconds > 1e7)
+        return kv_error(KV_ERR_INVALID_ARG, "--deadline=%g: must be a number of seconds > 0 (at most 1e7)",
+                        o->deadline_seconds);
+    if (o->max_failures < 0)
+        return kv_error(KV_ERR_INVALID_ARG, "--max-failures=%d: must be a whole number >= 1", o->max_failures);
     if (o->resume && o->regen_golden)
         return kv_error(KV_ERR_INVALID_ARG, "--resume does not apply to --regen-golden (it rewrites the store whole)");
     if (o->nfilters < 0 || (o->nfilters > 0 && o->filters == NULL)) {
@@ -359,6 +365,8 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     if (o->baseline_path) kv_put_text(b, cap, &n, " baseline=%s", o->baseline_path);
     if (o->dump_dir) kv_put_text(b, cap, &n, " dump=%s", o->dump_dir);
     if (o->retry > 0) kv_put_text(b, cap, &n, " retry=%d flaky=%s", o->retry, o->flaky_fail ? "fail" : "pass");
+    if (o->deadline_seconds > 0) kv_put_text(b, cap, &n, " deadline=%gs", o->deadline_seconds);
+    if (o->max_failures > 0) kv_put_text(b, cap, &n, " max-failures=%d", o->max_failures);
     meta->flaky_fail = o->flaky_fail;
     /* Which gates the fastpath check ran under, and what the other checks
      * on accel ran with (KV_REDISPATCH_GATE, KV_NO_REDISPATCH). */
@@ -430,7 +438,19 @@ typedef struct kv_driver_watch {
     int finished;
     bool stream_failed;
     FILE *err;
+    const kv_driver_options *o;  /* the limits: --deadline, --max-failures */
+    double t0;
+    int64_t nbad;                /* FAIL, ERROR, CRASH, TIMEOUT rows so far */
 } kv_driver_watch;
+
+/* Stops the run (as a signal would) when a limit is reached; a signal
+ * that came first stays the reason. */
+static void kv_watch_limits(kv_driver_watch *w) {
+    if (kv_driver_stop != 0) return;
+    if (w->o->max_failures > 0 && w->nbad >= w->o->max_failures) kv_driver_stop = KV_STOP_MAX_FAILURES;
+    else if (w->o->deadline_seconds > 0 && kv_wall_now() - w->t0 >= w->o->deadline_seconds)
+        kv_driver_stop = KV_STOP_DEADLINE;
+}
 
 static void kv_watch_started(void *ctx, int ci) {
     kv_driver_watch *w = ctx;
@@ -440,6 +460,11 @@ static void kv_watch_started(void *ctx, int ci) {
 static void kv_watch_finished(void *ctx, int ci, const kv_result_list *rows) {
     kv_driver_watch *w = ctx;
     w->finished++;
+    for (int i = 0; i < rows->n; i++) {
+        const kv_result_status st = rows->items[i].status;
+        w->nbad += st == KV_RESULT_FAIL || st == KV_RESULT_ERROR || st == KV_RESULT_CRASH || st == KV_RESULT_TIMEOUT;
+    }
+    kv_watch_limits(w);
     if (!w->stream_failed && kv_report_stream_rows(w->stream, rows) != KV_OK) {
         /* The run goes on: the final reports are written whole anyway. */
         w->stream_failed = true;
@@ -451,6 +476,7 @@ static void kv_watch_finished(void *ctx, int ci, const kv_result_list *rows) {
 
 static void kv_watch_tick(void *ctx) {
     kv_driver_watch *w = ctx;
+    kv_watch_limits(w);
     if (w->prog->observer.tick) w->prog->observer.tick(w->prog->observer.ctx);
 }
 
@@ -616,7 +642,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
          * one line of their own (their case indices are another list's). */
         kv_progress prog;
         kv_isolate_config run_cfg = cfg;
-        kv_driver_watch watch = { &prog, &stream, 0, false, err };
+        kv_driver_watch watch = { &prog, &stream, 0, false, err, o, t0, 0 };
         const kv_isolate_observer observer = { kv_watch_started, kv_watch_finished, kv_watch_tick, &watch };
         kv_result_list fresh = { 0 };
         if (st == KV_OK)
@@ -647,9 +673,28 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
 
     kv_report_stream_close(&stream);
     kv_result_list_free(&prior);
-    const int stopped = kv_driver_stop;
-    if (stopped && o->regen_golden) fprintf(err, "kvrun: interrupted: the golden store is left as it was\n");
-    if (store != NULL && o->regen_golden && st == KV_OK && !stopped) {
+    const int stop = kv_driver_stop;
+    const int stopped = stop > 0 ? stop : 0; /* by a signal; a limit (< 0) ends the run complete */
+    if (stop != 0 && o->regen_golden) fprintf(err, "kvrun: stopped early: the golden store is left as it was\n");
+    if (stop < 0 && st == KV_OK) {
+        char why[256];
+        if (stop == KV_STOP_DEADLINE)
+            snprintf(why, sizeof why, "not run: the run's --deadline of %g s had passed", o->deadline_seconds);
+        else
+            snprintf(why, sizeof why, "not run: --max-failures=%d failing rows reached", o->max_failures);
+        const int before = results.n;
+        st = kv_budget_fill_not_run(sel, nsel, &results,
+                                    stop == KV_STOP_DEADLINE ? KV_RESULT_ERROR : KV_RESULT_SKIP, why);
+        if (st != KV_OK) {
+            fprintf(err, "kvrun: %s\n", kv_last_error_message());
+            rc = 1;
+        } else {
+            fprintf(err, "kvrun: %s: %d of %d cases not run (%s rows)\n",
+                    stop == KV_STOP_DEADLINE ? "--deadline reached" : "--max-failures reached", results.n - before,
+                    nsel, stop == KV_STOP_DEADLINE ? "ERROR" : "SKIP");
+        }
+    }
+    if (store != NULL && o->regen_golden && st == KV_OK && stop == 0) {
         const bool full = o->regen_full && o->nfilters == 0 && o->shard_n == 0;
         kv_golden_summary sum;
         memset(&sum, 0, sizeof sum);

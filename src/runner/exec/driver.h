@@ -113,6 +113,11 @@ typedef struct kv_driver_options {
     /* --resume: continue the incomplete run in report_dir
      * (runner/exec/resume.h) instead of starting afresh. */
     bool resume;
+    /* --deadline=SEC (0: none) and --max-failures=N (0: none): limits
+     * that end the run early, the rest reported as not run
+     * (runner/exec/budget.h). */
+    double deadline_seconds;
+    int max_failures;
 } kv_driver_options;
 
 /* Every field at its default. */
