@@ -129,4 +129,18 @@ else
 fi
 expect 2 "--resume does not apply to --regen-golden" "--resume with --regen-golden exits 2" -- \
     $RUN --resume --regen-golden --golden-dir="$T/g" --report-dir="$T/b"
+
+# A --regen-golden killed between writing a file and renaming it leaves
+# .NAME.tmp.PID behind: a normal run names it, the next regeneration
+# removes it; a live writer's temp file is left alone.
+NEG="--op=neg --dtype=f32 --shape=4"
+$KVRUN $NEG --regen-golden --golden-dir="$T/g" --report-dir="$T/b" >/dev/null 2>&1 || bad "the small regeneration failed"
+dead=$(sh -c 'echo $$')
+touch "$T/g/.MANIFEST.tmp.$dead" "$T/g/neg/.f32.npy.tmp.$dead" "$T/g/.MANIFEST.tmp.$$"
+expect 0 "2 temp files left by an interrupted --regen-golden" "a normal run names the stale temp files" -- \
+    $KVRUN $NEG --golden-dir="$T/g" --report-dir="$T/b"
+expect 0 "removed 2 temp files left by an interrupted --regen-golden" "--regen-golden removes them" -- \
+    $KVRUN $NEG --regen-golden --golden-dir="$T/g" --report-dir="$T/b"
+[ ! -e "$T/g/.MANIFEST.tmp.$dead" ] && [ ! -e "$T/g/neg/.f32.npy.tmp.$dead" ] && [ -e "$T/g/.MANIFEST.tmp.$$" ] &&
+    ok "the dead writer's temp files are gone, a live one's stays" || bad "the temp files were not handled"
 finish

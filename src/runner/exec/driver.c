@@ -625,6 +625,18 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         }
         st = kv_error_rows(sel, nsel, why, &results);
     } else {
+        /* A regeneration killed between writing and renaming left temp
+         * files: named here, removed by the next regeneration. */
+        char first[512];
+        const int nstale = kv_golden_stale_temps(gdir, o->regen_golden, first, sizeof first);
+        if (nstale > 0 && o->regen_golden)
+            fprintf(err, "kvrun: %s: removed %d temp file%s left by an interrupted --regen-golden (e.g. %s)\n", gdir,
+                    nstale, nstale == 1 ? "" : "s", first);
+        else if (nstale > 0)
+            fprintf(err,
+                    "kvrun: warning: %s: %d temp file%s left by an interrupted --regen-golden (e.g. %s); the next "
+                    "--regen-golden removes %s\n",
+                    gdir, nstale, nstale == 1 ? "" : "s", first, nstale == 1 ? "it" : "them");
         const kv_run_env env = {
             .golden = store, .regen_golden = o->regen_golden, .dump_dir = o->dump_dir, .golden_mode = o->golden_mode
         };
