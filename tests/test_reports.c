@@ -106,7 +106,7 @@ static kv_check_result mul_failure(void) {
 static void test_status_names(void **state) {
     (void)state;
     static const char *const names[] = { "PASS", "FAIL", "ERROR", "UNSUPPORTED", "SKIP",
-                                         "CRASH", "TIMEOUT", "XFAIL", "XPASS" };
+                                         "CRASH", "TIMEOUT", "XFAIL", "XPASS", "FLAKY" };
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) {
         assert_string_equal(kv_result_status_name((kv_result_status)s), names[s]);
         kv_result_status back = KV_RESULT_STATUS_COUNT;
@@ -116,7 +116,7 @@ static void test_status_names(void **state) {
     assert_int_equal(kv_result_status_parse("pass", NULL), -1);
     assert_int_equal(kv_result_status_parse("", NULL), -1);
     /* bad = the statuses that make the exit code non-zero */
-    static const bool bad[] = { false, true, true, false, false, true, true, false, true };
+    static const bool bad[] = { false, true, true, false, false, true, true, false, true, false };
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
         assert_int_equal(kv_result_status_is_bad((kv_result_status)s), bad[s]);
     assert_true(kv_result_status_severity(KV_RESULT_CRASH) > kv_result_status_severity(KV_RESULT_FAIL));
@@ -238,6 +238,7 @@ static void test_exit_code(void **state) {
         [KV_RESULT_PASS] = 0,    [KV_RESULT_FAIL] = 1,  [KV_RESULT_ERROR] = 1,
         [KV_RESULT_UNSUPPORTED] = 0, [KV_RESULT_SKIP] = 0, [KV_RESULT_CRASH] = 1,
         [KV_RESULT_TIMEOUT] = 1, [KV_RESULT_XFAIL] = 0, [KV_RESULT_XPASS] = 1,
+        [KV_RESULT_FLAKY] = 0,
     };
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) {
         kv_result_list l = { 0 };
@@ -245,8 +246,10 @@ static void test_exit_code(void **state) {
         push(&l, mk("b(dtype=f32)", "b", "golden", "cpu", KV_F32, (kv_result_status)s, ""));
         assert_int_equal(kv_report_exit_code(&l), expect[s]);
         kv_report_totals t = kv_report_totals_of(&l);
-        assert_int_equal(t.passed + t.failed + t.skipped, 2);
+        assert_int_equal(t.passed + t.failed + t.skipped + t.flaky, 2);
         assert_int_equal(t.failed, expect[s]);
+        /* --flaky=fail: a FLAKY row fails the run, nothing else changes. */
+        assert_int_equal(kv_report_exit_code_flaky(&l, true), s == KV_RESULT_FLAKY ? 1 : expect[s]);
         kv_result_list_free(&l);
     }
     kv_result_list all_ok = { 0 };
@@ -264,6 +267,55 @@ static int run_xmllint(const char *path) {
     char cmd[700];
     snprintf(cmd, sizeof cmd, "xmllint --noout '%s' 2>/dev/null", path);
     return system(cmd);
+}
+
+/* FLAKY (--retry): counted apart on the console, a passing testcase with
+ * Surefire's <flakyFailure> in JUnit, a failure under --flaky=fail; and an
+ * incomplete run is said so in every report. */
+static void test_flaky_and_incomplete(void **state) {
+    (void)state;
+    kv_result_list l = { 0 };
+    push(&l, mk("add.Tensor(dtype=f32)", "add.Tensor", "golden", "cpu", KV_F32, KV_RESULT_PASS, ""));
+    push(&l, mk("mul.Tensor(dtype=f32)", "mul.Tensor", "variants:sim", "sim", KV_F32, KV_RESULT_FLAKY,
+                "FAIL on the first attempt, then passed on retry 1 of 2: wrong"));
+    kv_report_meta meta;
+    kv_report_meta_init(&meta);
+    meta.ncases = 2;
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    assert_non_null(f);
+    kv_report_console(f, &l, &meta);
+    fclose(f);
+    const char *tail = "PASS 1, FAIL 0, ERROR 0, UNSUPPORTED 0, SKIP 0, CRASH 0, TIMEOUT 0, XFAIL 0, XPASS 0, FLAKY 1\n"
+                       "1 passed, 0 failed, 0 skipped, 1 flaky\n";
+    assert_true(len >= strlen(tail));
+    assert_string_equal(out + len - strlen(tail), tail);
+    after(out, "== 1 flaky (failed, then passed on a retry; --flaky=fail would fail the run):\nFLAKY   mul.Tensor");
+    free(out);
+    assert_int_equal(kv_report_exit_code(&l), 0);
+    assert_int_equal(kv_report_exit_code_flaky(&l, true), 1);
+
+    char *dir = make_tmpdir();
+    char *path = path_in(dir, "junit.xml");
+    assert_int_equal(kv_report_write_junit(&l, &meta, path), KV_OK);
+    char *xml = slurp(path);
+    after(xml, "tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"0\"");
+    after(xml, "<flakyFailure type=\"FLAKY\" message=\"FAIL on the first attempt");
+    free(xml);
+    meta.flaky_fail = true;
+    meta.incomplete = true;
+    meta.ncases_done = 1;
+    snprintf(meta.interrupted, sizeof meta.interrupted, "SIGINT");
+    assert_int_equal(kv_report_write_junit(&l, &meta, path), KV_OK);
+    xml = slurp(path);
+    after(xml, "tests=\"2\" failures=\"1\"");
+    after(xml, "<failure type=\"FLAKY\"");
+    after(xml, "<property name=\"incomplete\" value=\"INCOMPLETE: interrupted by SIGINT after 1 of 2 cases");
+    free(xml);
+    free(path);
+    remove_tree(dir);
+    kv_result_list_free(&l);
 }
 
 static void test_junit_valid(void **state) {
@@ -888,7 +940,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names),    cmocka_unit_test(test_list_push_counts),
         cmocka_unit_test(test_console_summary), cmocka_unit_test(test_console_empty),
-        cmocka_unit_test(test_exit_code),       cmocka_unit_test(test_junit_valid),
+        cmocka_unit_test(test_exit_code),       cmocka_unit_test(test_flaky_and_incomplete),
+        cmocka_unit_test(test_junit_valid),
         cmocka_unit_test(test_jsonl_round_trip), cmocka_unit_test(test_merge_shards),
         cmocka_unit_test(test_merge_malformed), cmocka_unit_test(test_baseline_apply),
         cmocka_unit_test(test_baseline_backend_and_notes),

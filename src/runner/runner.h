@@ -15,6 +15,7 @@
 #include "runner/check/check_fastpath.h"
 #include "runner/exec/driver.h"
 #include "runner/exec/perf.h"
+#include "runner/exec/retry.h"
 #include "runner/report/merge.h"
 #include "runner/report/report.h"
 

@@ -70,6 +70,27 @@ static void usage(FILE *f) {
             "                      the run); entries matching nothing are named; an unknown\n"
             "                      check or backend exits 2. Every run writes\n"
             "                      REPORT_DIR/failures.txt in this format\n"
+            "  --retry=N           run each case with a FAIL, ERROR, CRASH or TIMEOUT row\n"
+            "                      again, up to N times (default 0, at most %d); one that\n"
+            "                      passes on a retry is FLAKY: its failing rows are kept\n"
+            "                      with status FLAKY and how they failed first\n"
+            "  --flaky=pass|fail   whether FLAKY rows fail the run (exit 1); default pass:\n"
+            "                      they are counted and shown, the run passes\n"
+            "  -v, --verbose       print each case as it finishes (with its worst status)\n"
+            "  -q, --quiet         print nothing while cases run: only the summary\n"
+            "                      (by default: at a terminal one live status line on\n"
+            "                      stderr, elsewhere a progress line every\n"
+            "                      KV_PROGRESS_SECONDS (default 30) and every 10%%;\n"
+            "                      failing rows as they happen, one line each)\n"
+            "  --resume            continue the incomplete run in --report-dir (interrupted\n"
+            "                      by SIGINT/SIGTERM, exit 130/143, or killed): the cases\n"
+            "                      in its results.jsonl are taken from there, the rest run;\n"
+            "                      the same arguments are needed (its fingerprint must match)\n"
+            "  --deadline=SEC      end the whole run after SEC seconds: running cases are\n"
+            "                      killed, every case not finished is an ERROR row\n"
+            "                      'not run' (a partial run is not a green run)\n"
+            "  --max-failures=N    stop once N rows FAILed, ERRORed, CRASHed or TIMEd OUT;\n"
+            "                      the cases not run are SKIP rows 'not run'\n"
             "  --mode=perf         time every kernel variant of each selected cpu case\n"
             "                      instead of checking it (in this process, one case at a\n"
             "                      time): median and min, GB/s or GFLOP/s, speedup over\n"
@@ -112,8 +133,9 @@ static void usage(FILE *f) {
             "Cases with the same ID run once. A run that selects no case is an error.\n"
             "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
             "2 usage or configuration errors (unknown flags, bad values, malformed case lines,\n"
-            "nothing selected, and any empty or unknown KV_* value, named in the message).\n",
-            KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR,
+            "nothing selected, and any empty or unknown KV_* value, named in the message);\n"
+            "130/143 interrupted by SIGINT/SIGTERM (the reports are marked incomplete).\n",
+            KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR, KV_RETRY_MAX,
             KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP, KV_DRIVER_DEFAULT_REPORT_DIR);
 }
 
@@ -251,7 +273,10 @@ static const kv_flag kv_flags[] = {
     { "list-ops", KV_FLAG_BOOL, false },   { "backend", KV_FLAG_VALUE, true },
     { "gate", KV_FLAG_VALUE, false },      { "perf-reps", KV_FLAG_VALUE, false },
     { "accel-target", KV_FLAG_VALUE, false }, { "require-backend", KV_FLAG_VALUE, true },
-    { "golden", KV_FLAG_VALUE, false },
+    { "golden", KV_FLAG_VALUE, false },    { "retry", KV_FLAG_VALUE, false },
+    { "flaky", KV_FLAG_VALUE, false },    { "verbose", KV_FLAG_BOOL, false },
+    { "quiet", KV_FLAG_BOOL, false },     { "resume", KV_FLAG_BOOL, false },
+    { "deadline", KV_FLAG_VALUE, false },  { "max-failures", KV_FLAG_VALUE, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -276,7 +301,8 @@ static bool kv_is_perf_mode(const char *arg) { return strcmp(arg, "--mode=perf")
 /* What the grammar must not see: runner flags and positional paths. */
 static bool kv_runner_claims(const char *arg, void *ctx) {
     (void)ctx;
-    return kv_is_positional(arg) || kv_flag_of(arg) >= 0 || kv_is_perf_mode(arg) || strcmp(arg, "-h") == 0;
+    return kv_is_positional(arg) || kv_flag_of(arg) >= 0 || kv_is_perf_mode(arg) || strcmp(arg, "-h") == 0 ||
+           strcmp(arg, "-v") == 0 || strcmp(arg, "-q") == 0;
 }
 
 typedef struct kv_cli {
@@ -405,6 +431,28 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
     } else if (strcmp(n, "golden") == 0) {
         if (kv_golden_mode_parse(v, &c->o.golden_mode) != 0)
             return kv_usage_error("--golden=%s: expected auto, store or live", v);
+    } else if (strcmp(n, "retry") == 0) {
+        if (kv_parse_int(v, 0, KV_RETRY_MAX, &c->o.retry) != 0)
+            return kv_usage_error("--retry=%s: must be a whole number from 0 to %d", v, KV_RETRY_MAX);
+    } else if (strcmp(n, "flaky") == 0) {
+        if (strcmp(v, "pass") != 0 && strcmp(v, "fail") != 0)
+            return kv_usage_error("--flaky=%s: expected pass or fail", v);
+        c->o.flaky_fail = strcmp(v, "fail") == 0;
+    } else if (strcmp(n, "verbose") == 0 || strcmp(n, "quiet") == 0) {
+        if (c->o.verbosity != 0) return kv_usage_error("'%s': -v (--verbose) and -q (--quiet) exclude each other", arg);
+        c->o.verbosity = strcmp(n, "verbose") == 0 ? 1 : -1;
+    } else if (strcmp(n, "deadline") == 0) {
+        char *end;
+        errno = 0;
+        const double t = strtod(v, &end);
+        if (end == v || *end != '\0' || errno != 0 || !isfinite(t) || t <= 0 || t > 1e7)
+            return kv_usage_error("--deadline=%s: must be a number of seconds > 0 (at most 1e7)", v);
+        c->o.deadline_seconds = t;
+    } else if (strcmp(n, "max-failures") == 0) {
+        if (kv_parse_int(v, 1, 1000000000, &c->o.max_failures) != 0)
+            return kv_usage_error("--max-failures=%s: must be a whole number from 1 to 1000000000", v);
+    } else if (strcmp(n, "resume") == 0) {
+        c->o.resume = true;
     } else if (strcmp(n, "dump") == 0) {
         c->o.dump_dir = v;
     } else if (strcmp(n, "baseline") == 0) {
@@ -478,6 +526,12 @@ static int kv_cli_parse(kv_cli *c, int argc, char **argv) {
             c->help = true;
             continue;
         }
+        /* The short spellings of --verbose and --quiet. */
+        if (strcmp(a, "-v") == 0 || strcmp(a, "-q") == 0) {
+            const int rc = kv_cli_flag(c, kv_flag_of(a[1] == 'v' ? "--verbose" : "--quiet"), a);
+            if (rc != 0) return rc;
+            continue;
+        }
         if (kv_is_positional(a)) {
             c->paths[c->npaths++] = a;
             continue;
@@ -526,7 +580,7 @@ static int kv_merge_main(const kv_cli *c) {
     }
     kv_report_console(stdout, &results, &meta);
     fflush(stdout);
-    const int code = kv_report_exit_code(&results);
+    const int code = kv_report_exit_code_flaky(&results, meta.flaky_fail);
     kv_result_list_free(&results);
     return code > rc ? code : rc;
 }
@@ -571,7 +625,9 @@ static int kvrun_tune_env(void) {
 /* perf mode times variants in this process: the flags about checks,
  * goldens and workers do not apply to it (a silent no-op would mislead). */
 static int kv_perf_flags_check(const kv_cli *c) {
-    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout", "golden" };
+    static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout",
+                                            "golden", "retry", "flaky", "verbose", "quiet", "resume",
+                                            "deadline", "max-failures" };
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
         if (!c->seen[f]) continue;
@@ -644,7 +700,7 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
     int n = 0;
     name[0] = '\0';
     for (int i = 1; i < argc && n < (int)sizeof name - 1; i++) {
-        if (kv_flag_of(argv[i]) >= 0) continue;
+        if (kv_flag_of(argv[i]) >= 0 || strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "-q") == 0) continue;
         int k = snprintf(name + n, sizeof name - (size_t)n, "%s%s", n ? " " : "", argv[i]);
         if (k > 0) n += k;
     }

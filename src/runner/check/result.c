@@ -17,6 +17,7 @@ const char *kv_result_status_name(kv_result_status s) {
     case KV_RESULT_TIMEOUT: return "TIMEOUT";
     case KV_RESULT_XFAIL: return "XFAIL";
     case KV_RESULT_XPASS: return "XPASS";
+    case KV_RESULT_FLAKY: return "FLAKY";
     case KV_RESULT_STATUS_COUNT: break;
     }
     /* Only a corrupted value gets here; reports must still print something. */
@@ -39,7 +40,10 @@ bool kv_result_status_is_bad(kv_result_status s) {
     case KV_RESULT_PASS:
     case KV_RESULT_UNSUPPORTED:
     case KV_RESULT_SKIP:
-    case KV_RESULT_XFAIL: return false;
+    case KV_RESULT_XFAIL:
+    /* It passed in the end; --flaky=fail makes the run fail on it
+     * (kv_report_exit_code_flaky), the row stays what it is. */
+    case KV_RESULT_FLAKY: return false;
     case KV_RESULT_FAIL:
     case KV_RESULT_ERROR:
     case KV_RESULT_CRASH:
@@ -58,14 +62,15 @@ int kv_result_status_severity(kv_result_status s) {
     case KV_RESULT_UNSUPPORTED: return 1;
     case KV_RESULT_PASS: return 2;
     case KV_RESULT_XFAIL: return 3;
-    case KV_RESULT_XPASS: return 4;
-    case KV_RESULT_FAIL: return 5;
-    case KV_RESULT_ERROR: return 6;
-    case KV_RESULT_TIMEOUT: return 7;
-    case KV_RESULT_CRASH: return 8;
+    case KV_RESULT_FLAKY: return 4;
+    case KV_RESULT_XPASS: return 5;
+    case KV_RESULT_FAIL: return 6;
+    case KV_RESULT_ERROR: return 7;
+    case KV_RESULT_TIMEOUT: return 8;
+    case KV_RESULT_CRASH: return 9;
     case KV_RESULT_STATUS_COUNT: break;
     }
-    return 9;
+    return 10;
 }
 
 kv_status kv_result_list_push(kv_result_list *list, const kv_check_result *r) {

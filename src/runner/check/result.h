@@ -17,11 +17,17 @@ typedef enum kv_result_status {
     KV_RESULT_TIMEOUT,
     KV_RESULT_XFAIL,         /* failed, and the baseline expects it */
     KV_RESULT_XPASS,         /* passed, but the baseline expected a failure */
+    /* failed (FAIL/ERROR/CRASH/TIMEOUT), then passed when --retry ran the
+     * case again: a failure only under --flaky=fail. Last, so the values
+     * of the statuses before it (and old reports) keep their meaning. */
+    KV_RESULT_FLAKY,
     KV_RESULT_STATUS_COUNT
 } kv_result_status;
 
 const char *kv_result_status_name(kv_result_status s); /* "PASS", "FAIL", ... */
-/* Whether this status makes the run's exit code non-zero. */
+/* Whether this status makes the run's exit code non-zero. FLAKY is not:
+ * whether a flake fails the run is the run's choice (--flaky=), so the
+ * exit code of a run with flakes is kv_report_exit_code_flaky's. */
 bool kv_result_status_is_bad(kv_result_status s);
 
 /* One element that differed, for the failure listing and the error plot. */
@@ -98,7 +104,7 @@ void kv_result_list_counts(const kv_result_list *list, int64_t counts[KV_RESULT_
  * success, -1 if unknown. The JSONL reader needs it to merge shards. */
 int kv_result_status_parse(const char *name, kv_result_status *out);
 /* How bad a status looks, for "worst status" cells: SKIP 0 < UNSUPPORTED
- * < PASS < XFAIL < XPASS < FAIL < ERROR < TIMEOUT < CRASH. */
+ * < PASS < XFAIL < FLAKY < XPASS < FAIL < ERROR < TIMEOUT < CRASH. */
 int kv_result_status_severity(kv_result_status s);
 /* Appends every result of `src` to `dst`. */
 kv_status kv_result_list_extend(kv_result_list *dst, const kv_result_list *src);

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +20,10 @@
 #include "runner/golden/golden.h"
 #include "runner/golden/exact.h"
 #include "runner/report/report.h"
+#include "runner/exec/budget.h"
+#include "runner/exec/progress.h"
+#include "runner/exec/resume.h"
+#include "runner/exec/retry.h"
 
 void kv_driver_options_init(kv_driver_options *o) {
     memset(o, 0, sizeof *o);
@@ -35,6 +40,19 @@ kv_status kv_driver_options_check(const kv_driver_options *o) {
         return kv_error(KV_ERR_INVALID_ARG, "--timeout=%g: must be a positive number of seconds",
                         o->timeout_seconds);
     }
+    if (o->retry < 0 || o->retry > KV_RETRY_MAX)
+        return kv_error(KV_ERR_INVALID_ARG, "--retry=%d: must be a whole number from 0 to %d", o->retry, KV_RETRY_MAX);
+    /* A regeneration records what the reference computes: there is no
+     * failure to retry, and a rerun would write the store twice. */
+    if (o->retry > 0 && o->regen_golden)
+        return kv_error(KV_ERR_INVALID_ARG, "--retry=%d does not apply to --regen-golden", o->retry);
+    if (!(o->deadline_seconds >= 0) || o->deadline_seconds > 1e7)
+        return kv_error(KV_ERR_INVALID_ARG, "--deadline=%g: must be a number of seconds > 0 (at most 1e7)",
+                        o->deadline_seconds);
+    if (o->max_failures < 0)
+        return kv_error(KV_ERR_INVALID_ARG, "--max-failures=%d: must be a whole number >= 1", o->max_failures);
+    if (o->resume && o->regen_golden)
+        return kv_error(KV_ERR_INVALID_ARG, "--resume does not apply to --regen-golden (it rewrites the store whole)");
     if (o->nfilters < 0 || (o->nfilters > 0 && o->filters == NULL)) {
         return kv_error(KV_ERR_INVALID_ARG, "driver: argument 'filters': NULL with a count of %d", o->nfilters);
     }
@@ -346,6 +364,10 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     for (int i = 0; i < o->nfilters; i++) kv_put_text(b, cap, &n, " filter=%s", o->filters[i]);
     if (o->baseline_path) kv_put_text(b, cap, &n, " baseline=%s", o->baseline_path);
     if (o->dump_dir) kv_put_text(b, cap, &n, " dump=%s", o->dump_dir);
+    if (o->retry > 0) kv_put_text(b, cap, &n, " retry=%d flaky=%s", o->retry, o->flaky_fail ? "fail" : "pass");
+    if (o->deadline_seconds > 0) kv_put_text(b, cap, &n, " deadline=%gs", o->deadline_seconds);
+    if (o->max_failures > 0) kv_put_text(b, cap, &n, " max-failures=%d", o->max_failures);
+    meta->flaky_fail = o->flaky_fail;
     /* Which gates the fastpath check ran under, and what the other checks
      * on accel ran with (KV_REDISPATCH_GATE, KV_NO_REDISPATCH). */
     kv_put_text(b, cap, &n, " fastpath-gates=%s redispatch-gate=%s kill-switch=%s accel-target=%s",
@@ -379,6 +401,85 @@ static void kv_print_regen(FILE *f, const kv_golden_store *s, const kv_golden_su
     if (kv_exact_verify_bits() > 0) kv_exact_verify_print(f);
 }
 
+/* ---- interruption ---- */
+
+/* The signal that stopped the run, 0 while none has. */
+static volatile sig_atomic_t kv_driver_stop;
+
+static void kv_driver_on_stop(int sig) { kv_driver_stop = sig; }
+
+typedef struct kv_driver_signals {
+    struct sigaction old_int, old_term;
+} kv_driver_signals;
+
+/* SA_RESETHAND: a second Ctrl-C ends kvrun at once, should writing the
+ * reports hang; results.jsonl is valid up to its last line even then. */
+static void kv_driver_catch_stop(kv_driver_signals *s) {
+    kv_driver_stop = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = kv_driver_on_stop;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &s->old_int);
+    sigaction(SIGTERM, &sa, &s->old_term);
+}
+
+static void kv_driver_release_stop(const kv_driver_signals *s) {
+    sigaction(SIGINT, &s->old_int, NULL);
+    sigaction(SIGTERM, &s->old_term, NULL);
+}
+
+/* What the pool tells while cases run: each finished case's rows go to
+ * results.jsonl at once, then to the progress line. */
+typedef struct kv_driver_watch {
+    kv_progress *prog;
+    kv_report_stream *stream;
+    int finished;
+    bool stream_failed;
+    FILE *err;
+    const kv_driver_options *o;  /* the limits: --deadline, --max-failures */
+    double t0;
+    int64_t nbad;                /* FAIL, ERROR, CRASH, TIMEOUT rows so far */
+} kv_driver_watch;
+
+/* Stops the run (as a signal would) when a limit is reached; a signal
+ * that came first stays the reason. */
+static void kv_watch_limits(kv_driver_watch *w) {
+    if (kv_driver_stop != 0) return;
+    if (w->o->max_failures > 0 && w->nbad >= w->o->max_failures) kv_driver_stop = KV_STOP_MAX_FAILURES;
+    else if (w->o->deadline_seconds > 0 && kv_wall_now() - w->t0 >= w->o->deadline_seconds)
+        kv_driver_stop = KV_STOP_DEADLINE;
+}
+
+static void kv_watch_started(void *ctx, int ci) {
+    kv_driver_watch *w = ctx;
+    if (w->prog->observer.started) w->prog->observer.started(w->prog->observer.ctx, ci);
+}
+
+static void kv_watch_finished(void *ctx, int ci, const kv_result_list *rows) {
+    kv_driver_watch *w = ctx;
+    w->finished++;
+    for (int i = 0; i < rows->n; i++) {
+        const kv_result_status st = rows->items[i].status;
+        w->nbad += st == KV_RESULT_FAIL || st == KV_RESULT_ERROR || st == KV_RESULT_CRASH || st == KV_RESULT_TIMEOUT;
+    }
+    kv_watch_limits(w);
+    if (!w->stream_failed && kv_report_stream_rows(w->stream, rows) != KV_OK) {
+        /* The run goes on: the final reports are written whole anyway. */
+        w->stream_failed = true;
+        fprintf(w->err, "kvrun: warning: %s (results.jsonl is no longer appended while the run goes on)\n",
+                kv_last_error_message());
+    }
+    if (w->prog->observer.finished) w->prog->observer.finished(w->prog->observer.ctx, ci, rows);
+}
+
+static void kv_watch_tick(void *ctx) {
+    kv_driver_watch *w = ctx;
+    kv_watch_limits(w);
+    if (w->prog->observer.tick) w->prog->observer.tick(w->prog->observer.ctx);
+}
+
 /* Every selected case gets one ERROR row: the store could not be opened,
  * so no case can be verified, and none may pass. */
 static kv_status kv_error_rows(const kv_case *const *sel, int n, const char *why, kv_result_list *out) {
@@ -393,7 +494,9 @@ static kv_status kv_error_rows(const kv_case *const *sel, int n, const char *why
 
 int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *out) {
     FILE *err = o->err ? o->err : stderr;
-    if (kv_driver_options_check(o) != KV_OK || kv_exact_verify_env_check() != KV_OK) {
+    double progress_seconds;
+    if (kv_driver_options_check(o) != KV_OK || kv_exact_verify_env_check() != KV_OK ||
+        kv_progress_seconds_env(&progress_seconds) != KV_OK) {
         fprintf(err, "kvrun: %s\n", kv_last_error_message());
         return 2;
     }
@@ -484,6 +587,28 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     }
     kv_report_meta meta;
     kv_fill_meta(&meta, o, cases, nsel, &cfg);
+    kv_result_list prior = { 0 };
+    if (o->resume && kv_resume_load(rdir, &meta, &prior) != KV_OK) {
+        fprintf(err, "kvrun: %s\n", kv_last_error_message());
+        kv_baseline_free(baseline);
+        free(sel);
+        return 2;
+    }
+    /* From here the folder says "in progress" and results.jsonl grows as
+     * cases finish; the old reports are gone. */
+    meta.incomplete = true;
+    kv_report_stream stream;
+    if (kv_report_begin(rdir, &meta, o->resume, &stream) != KV_OK) {
+        fprintf(err, "kvrun: --report-dir=%s: %s\n", rdir, kv_last_error_message());
+        kv_report_stream_close(&stream);
+        kv_result_list_free(&prior);
+        kv_baseline_free(baseline);
+        free(sel);
+        return 2;
+    }
+    kv_driver_signals sigs;
+    kv_driver_catch_stop(&sigs);
+    int nresumed = 0, nfinished = 0;
     const double t0 = kv_wall_now();
 
     const char *gdir = o->golden_dir ? o->golden_dir : KV_DRIVER_DEFAULT_GOLDEN_DIR;
@@ -500,11 +625,57 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         }
         st = kv_error_rows(sel, nsel, why, &results);
     } else {
+        /* A regeneration killed between writing and renaming left temp
+         * files: named here, removed by the next regeneration. */
+        char first[512];
+        const int nstale = kv_golden_stale_temps(gdir, o->regen_golden, first, sizeof first);
+        if (nstale > 0 && o->regen_golden)
+            fprintf(err, "kvrun: %s: removed %d temp file%s left by an interrupted --regen-golden (e.g. %s)\n", gdir,
+                    nstale, nstale == 1 ? "" : "s", first);
+        else if (nstale > 0)
+            fprintf(err,
+                    "kvrun: warning: %s: %d temp file%s left by an interrupted --regen-golden (e.g. %s); the next "
+                    "--regen-golden removes %s\n",
+                    gdir, nstale, nstale == 1 ? "" : "s", first, nstale == 1 ? "it" : "them");
         const kv_run_env env = {
             .golden = store, .regen_golden = o->regen_golden, .dump_dir = o->dump_dir, .golden_mode = o->golden_mode
         };
         kv_check_fastpath_set_gates(o->fastpath_gates); /* the forked workers inherit it */
-        st = kv_isolate_run(sel, nsel, &env, &cfg, &results);
+        /* --resume: only the cases the interrupted run did not finish. */
+        const kv_case **todo = sel;
+        int ntodo = nsel;
+        if (o->resume) {
+            st = kv_resume_split(sel, nsel, &prior, &todo, &ntodo, &nresumed);
+            if (st == KV_OK)
+                fprintf(err, "kvrun: --resume: %d of %d cases finished before; running the other %d\n", nresumed, nsel,
+                        ntodo);
+        }
+        /* Progress for the run itself; the retries below are summed up in
+         * one line of their own (their case indices are another list's). */
+        kv_progress prog;
+        kv_isolate_config run_cfg = cfg;
+        kv_driver_watch watch = { &prog, &stream, 0, false, err, o, t0, 0 };
+        const kv_isolate_observer observer = { kv_watch_started, kv_watch_finished, kv_watch_tick, &watch };
+        kv_result_list fresh = { 0 };
+        if (st == KV_OK)
+            st = kv_progress_init(&prog, err, isatty(fileno(err)) == 1, todo, ntodo, (kv_progress_level)o->verbosity,
+                                  progress_seconds);
+        if (st == KV_OK) {
+            run_cfg.observer = &observer;
+            run_cfg.stop = &kv_driver_stop;
+            st = kv_isolate_run(todo, ntodo, &env, &run_cfg, o->resume ? &fresh : &results);
+        }
+        kv_progress_end(&prog);
+        nfinished = watch.finished;
+        if (st == KV_OK && o->resume) st = kv_resume_join(sel, nsel, &prior, &fresh, &results);
+        kv_result_list_free(&fresh);
+        if (todo != sel) free((void *)todo);
+        int nflaky = 0, nretried = 0;
+        if (st == KV_OK && o->retry > 0 && !kv_driver_stop)
+            st = kv_retry_failing(sel, nsel, &env, &cfg, o->retry, &results, &nflaky, &nretried);
+        if (st == KV_OK && nretried > 0)
+            fprintf(err, "kvrun: --retry=%d: %d failing case%s run again: %d flaky (passed on a retry), %d failed every time\n",
+                    o->retry, nretried, nretried == 1 ? "" : "s", nflaky, nretried - nflaky);
     }
     if (st == KV_OK) st = kv_driver_backend_rows(o, &results);
     if (st != KV_OK) {
@@ -512,7 +683,30 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         rc = 1;
     }
 
-    if (store != NULL && o->regen_golden && st == KV_OK) {
+    kv_report_stream_close(&stream);
+    kv_result_list_free(&prior);
+    const int stop = kv_driver_stop;
+    const int stopped = stop > 0 ? stop : 0; /* by a signal; a limit (< 0) ends the run complete */
+    if (stop != 0 && o->regen_golden) fprintf(err, "kvrun: stopped early: the golden store is left as it was\n");
+    if (stop < 0 && st == KV_OK) {
+        char why[256];
+        if (stop == KV_STOP_DEADLINE)
+            snprintf(why, sizeof why, "not run: the run's --deadline of %g s had passed", o->deadline_seconds);
+        else
+            snprintf(why, sizeof why, "not run: --max-failures=%d failing rows reached", o->max_failures);
+        const int before = results.n;
+        st = kv_budget_fill_not_run(sel, nsel, &results,
+                                    stop == KV_STOP_DEADLINE ? KV_RESULT_ERROR : KV_RESULT_SKIP, why);
+        if (st != KV_OK) {
+            fprintf(err, "kvrun: %s\n", kv_last_error_message());
+            rc = 1;
+        } else {
+            fprintf(err, "kvrun: %s: %d of %d cases not run (%s rows)\n",
+                    stop == KV_STOP_DEADLINE ? "--deadline reached" : "--max-failures reached", results.n - before,
+                    nsel, stop == KV_STOP_DEADLINE ? "ERROR" : "SKIP");
+        }
+    }
+    if (store != NULL && o->regen_golden && st == KV_OK && stop == 0) {
         const bool full = o->regen_full && o->nfilters == 0 && o->shard_n == 0;
         kv_golden_summary sum;
         memset(&sum, 0, sizeof sum);
@@ -528,6 +722,15 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
 
     if (baseline != NULL) kv_baseline_apply(baseline, &results, NULL, NULL);
     meta.wall_seconds = kv_wall_now() - t0;
+    meta.incomplete = stopped != 0;
+    if (stopped) {
+        snprintf(meta.interrupted, sizeof meta.interrupted, "%s", stopped == SIGINT ? "SIGINT" : "SIGTERM");
+        meta.ncases_done = nresumed + nfinished;
+        fprintf(err,
+                "kvrun: interrupted by %s: %lld of %d cases finished; the reports in %s are marked incomplete; "
+                "kvrun --resume with the same arguments runs the other %lld\n",
+                meta.interrupted, (long long)meta.ncases_done, nsel, rdir, (long long)(nsel - meta.ncases_done));
+    }
 
     if (kv_report_write_all(&results, &meta, rdir) != KV_OK) {
         fprintf(err, "kvrun: writing reports to %s: %s\n", rdir, kv_last_error_message());
@@ -539,8 +742,12 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     if (baseline != NULL && kv_baseline_notes(baseline, err) > 0) fflush(err);
     kv_report_console(out, &results, &meta);
     fflush(out);
-    const int code = kv_report_exit_code(&results);
+    const int code = kv_report_exit_code_flaky(&results, o->flaky_fail);
     if (code > rc) rc = code;
+    /* The shell's convention for a death by that signal: CI tells an
+     * interrupted run from a failed one. */
+    if (stopped) rc = 128 + stopped;
+    kv_driver_release_stop(&sigs);
     kv_baseline_free(baseline);
     kv_result_list_free(&results);
     free(sel);

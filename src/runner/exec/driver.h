@@ -35,6 +35,14 @@
  *   only happens when the caller says the selection is the whole suite
  *   (regen_full) and there is no filter and no shard.
  *
+ * Interruption
+ *   While cases run, the report folder is marked in progress and
+ *   results.jsonl grows case by case (report.h, "a run in progress").
+ *   SIGINT or SIGTERM stops the run: the workers are killed, every report
+ *   is written from the cases that finished, marked incomplete, and the
+ *   exit code is 128 + the signal (130, 143). A second signal ends kvrun
+ *   at once (the handler is reset after the first). --resume continues.
+ *
  * Exit codes: 0 nothing failed, errored, crashed, timed out or passed
  * unexpectedly (kv_report_exit_code); 1 otherwise, and when the golden
  * store cannot be saved or the reports cannot be written; 2 for usage
@@ -94,6 +102,22 @@ typedef struct kv_driver_options {
      * that is not is an ERROR row (backends.c). */
     const char *const *require_backends;
     int nrequire;
+    /* --retry=N: failing cases run up to N more times; one that passes is
+     * FLAKY (runner/exec/retry.h). 0: no retries. */
+    int retry;
+    /* --flaky=fail: a FLAKY row fails the run (exit 1); default pass. */
+    bool flaky_fail;
+    /* -q / -v: what is printed while cases run (runner/exec/progress.h),
+     * on `err`: a live line at a terminal, plain lines elsewhere. */
+    int verbosity;               /* kv_progress_level: -1 quiet, 0 normal, 1 verbose */
+    /* --resume: continue the incomplete run in report_dir
+     * (runner/exec/resume.h) instead of starting afresh. */
+    bool resume;
+    /* --deadline=SEC (0: none) and --max-failures=N (0: none): limits
+     * that end the run early, the rest reported as not run
+     * (runner/exec/budget.h). */
+    double deadline_seconds;
+    int max_failures;
 } kv_driver_options;
 
 /* Every field at its default. */

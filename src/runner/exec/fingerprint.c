@@ -59,6 +59,10 @@ void kv_driver_fingerprint(kv_report_meta *meta, const kv_driver_options *o, con
     if (o->golden_dir) put(f->options, sizeof f->options, &n, " golden-dir=%s", o->golden_dir);
     if (o->regen_golden) put(f->options, sizeof f->options, &n, " regen-golden");
     put(f->options, sizeof f->options, &n, " golden=%s", kv_golden_mode_name(o->golden_mode));
+    /* Retries turn failures into FLAKY rows, and --flaky= decides whether
+     * those fail: both change verdicts. */
+    if (o->retry > 0) put(f->options, sizeof f->options, &n, " retry=%d", o->retry);
+    if (o->flaky_fail) put(f->options, sizeof f->options, &n, " flaky=fail");
 
     n = 0;
     put(f->gates, sizeof f->gates, &n, "redispatch-gate=%s kill-switch=%s accel-target=%s",

@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -333,12 +336,22 @@ typedef struct kv_pool {
  * that longjmps, say) would let a crashed worker carry on as if it were
  * the parent: a crash must end the worker, visibly, by its signal. */
 static void kv_worker_default_signals(void) {
-    static const int sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGPIPE, SIGTERM, SIGINT };
+    static const int sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGPIPE };
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = SIG_DFL;
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, NULL);
+    /* Ctrl-C and a CI runner's SIGTERM reach the whole process group: a
+     * worker dying of them would be a CRASH row of an innocent case. The
+     * parent stops the run and kills its workers itself. */
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+#ifdef __linux__
+    /* A parent killed by SIGKILL cannot kill its workers: the kernel does. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -416,13 +429,20 @@ static int kv_worker_reap(kv_worker *w, bool kill_it) {
     return status;
 }
 
+/* Case ci has all its rows: counted, and the observer is told. */
+static void kv_pool_case_done(kv_pool *p, int ci) {
+    p->done[ci] = true;
+    p->ndone++;
+    const kv_isolate_observer *ob = p->cfg->observer;
+    if (ob != NULL && ob->finished != NULL) ob->finished(ob->ctx, ci, &p->per_case[ci]);
+}
+
 static kv_status kv_pool_record(kv_pool *p, int ci, const kv_check_result *rows, int count) {
     for (int i = 0; i < count; i++) {
         kv_status st = kv_result_list_push(&p->per_case[ci], &rows[i]);
         if (st != KV_OK) return st;
     }
-    p->done[ci] = true;
-    p->ndone++;
+    kv_pool_case_done(p, ci);
     return KV_OK;
 }
 
@@ -565,8 +585,7 @@ static kv_status kv_worker_readable(kv_pool *p, kv_worker *w) {
         st = kv_result_list_push(&p->per_case[w->case_index], &r);
     }
     if (st != KV_OK) return st;
-    p->done[w->case_index] = true;
-    p->ndone++;
+    kv_pool_case_done(p, w->case_index);
     w->busy = false;
     w->len = 0;
     /* Reaped now, so no case is handed to a worker on its way out. */
@@ -596,6 +615,8 @@ static kv_status kv_worker_assign(kv_pool *p, int wi, int ci) {
             w->case_index = ci;
             w->started = kv_now();
             w->len = 0;
+            const kv_isolate_observer *ob = p->cfg->observer;
+            if (ob != NULL && ob->started != NULL) ob->started(ob->ctx, ci);
             return KV_OK;
         }
         kv_worker_reap(w, true);
@@ -639,7 +660,8 @@ static kv_status kv_pool_loop(kv_pool *p) {
     }
     kv_status st = KV_OK;
     int next = 0;
-    while (st == KV_OK && p->ndone < p->n) {
+    const volatile sig_atomic_t *stop = p->cfg->stop;
+    while (st == KV_OK && p->ndone < p->n && !(stop != NULL && *stop)) {
         for (int i = 0; st == KV_OK && i < p->nw && (p->nretry > 0 || next < p->n); i++) {
             if (p->w[i].busy) continue;
             /* Reruns first: their case already has a row waiting. */
@@ -659,8 +681,14 @@ static kv_status kv_pool_loop(kv_pool *p) {
             if (wait < 0 || left < wait) wait = left;
         }
         if (np == 0) continue; /* every case handed out was answered by the parent itself */
+        const kv_isolate_observer *ob = p->cfg->observer;
+        /* A live line must move while a case runs long. */
+        if (ob != NULL && ob->tick != NULL && wait > KV_ISOLATE_TICK_SECONDS) wait = KV_ISOLATE_TICK_SECONDS;
         int ms = wait <= 0 ? 0 : (int)(wait * 1000.0) + 1;
         int r = poll(pfd, (nfds_t)np, ms);
+        /* A signal that stops the run: what the workers send now is of
+         * cases killed half-way; they are killed below, not recorded. */
+        if (stop != NULL && *stop) break;
         if (r < 0 && errno != EINTR) {
             st = kv_error(KV_ERR_INTERNAL, "isolate: poll: %s", strerror(errno));
             break;
@@ -671,14 +699,21 @@ static kv_status kv_pool_loop(kv_pool *p) {
             if (w->busy && w->fd == pfd[j].fd) st = kv_worker_readable(p, w);
         }
         if (st == KV_OK) st = kv_pool_timeouts(p);
+        if (st == KV_OK && ob != NULL && ob->tick != NULL) ob->tick(ob->ctx);
     }
     free(pfd);
     free(pw);
     return st;
 }
 
-static void kv_run_inline(const kv_case *const *cases, int n, const kv_run_env *env, kv_result_list *per_case) {
-    for (int i = 0; i < n; i++) kv_case_run(cases[i], env, &per_case[i]);
+static void kv_run_inline(const kv_case *const *cases, int n, const kv_run_env *env, const kv_isolate_config *cfg,
+                          kv_result_list *per_case) {
+    const kv_isolate_observer *ob = cfg->observer;
+    for (int i = 0; i < n && !(cfg->stop != NULL && *cfg->stop); i++) {
+        if (ob != NULL && ob->started != NULL) ob->started(ob->ctx, i);
+        kv_case_run(cases[i], env, &per_case[i]);
+        if (ob != NULL && ob->finished != NULL) ob->finished(ob->ctx, i, &per_case[i]);
+    }
 }
 
 kv_status kv_isolate_run(const kv_case *const *cases, int n, const kv_run_env *env,
@@ -695,7 +730,7 @@ kv_status kv_isolate_run(const kv_case *const *cases, int n, const kv_run_env *e
     kv_status st = KV_OK;
     switch (cfg->mode) {
     case KV_ISOLATE_NONE:
-        kv_run_inline(cases, n, env, per_case);
+        kv_run_inline(cases, n, env, cfg, per_case);
         break;
     case KV_ISOLATE_FORK: {
         kv_pool p = { .cases = cases, .n = n, .env = env, .cfg = cfg };
@@ -727,6 +762,10 @@ kv_status kv_isolate_run(const kv_case *const *cases, int n, const kv_run_env *e
                 if (p.w[i].pid != 0) kv_worker_reap(&p.w[i], p.w[i].busy);
                 free(p.w[i].buf);
             }
+            /* After a stop: a case cut short may hold a crash row waiting
+             * for its rerun; it did not finish, so it has no rows. */
+            for (int i = 0; i < n; i++)
+                if (!p.done[i]) kv_result_list_free(&per_case[i]);
         }
         free(p.w);
         free(p.done);

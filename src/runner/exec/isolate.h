@@ -44,6 +44,8 @@
 #ifndef KV_RUNNER_ISOLATE_H
 #define KV_RUNNER_ISOLATE_H
 
+#include <signal.h>
+
 #include "kv/status.h"
 #include "runner/case/case.h"
 #include "runner/check/check.h"
@@ -59,6 +61,21 @@ const char *kv_isolate_mode_name(kv_isolate_mode m);
 /* 0 on success, -1 if `text` is not a mode name. */
 int kv_isolate_mode_parse(const char *text, kv_isolate_mode *out);
 
+/* Told about each case as the pool starts and finishes it (the progress
+ * line, runner/exec/progress.h); any callback may be NULL. `ci` indexes the
+ * cases given to kv_isolate_run; a case run again without a crashed
+ * backend starts twice but finishes once, with all its rows. */
+typedef struct kv_isolate_observer {
+    void (*started)(void *ctx, int ci);
+    void (*finished)(void *ctx, int ci, const kv_result_list *rows);
+    /* Called at least every KV_ISOLATE_TICK_SECONDS while cases run (fork
+     * mode), so a live line can show the time of a case that hangs. */
+    void (*tick)(void *ctx);
+    void *ctx;
+} kv_isolate_observer;
+
+#define KV_ISOLATE_TICK_SECONDS 0.25
+
 typedef struct kv_isolate_config {
     kv_isolate_mode mode;
     int jobs;                  /* workers (fork mode), >= 1 */
@@ -69,6 +86,11 @@ typedef struct kv_isolate_config {
      * negative: no cap. Sanitizer builds (ASan, TSan) never cap: their
      * shadow memory alone is terabytes of address space. */
     int worker_mem_mib;
+    const kv_isolate_observer *observer;  /* NULL: nobody is told */
+    /* Set (by a signal handler) to stop the run: no case is started any
+     * more, running workers are killed, and kv_isolate_run returns the
+     * rows of the cases that finished only. NULL: never stops. */
+    const volatile sig_atomic_t *stop;
 } kv_isolate_config;
 
 #define KV_ISOLATE_DEFAULT_MEM_MIB 4096
@@ -78,7 +100,10 @@ typedef struct kv_isolate_config {
 kv_status kv_isolate_worker_mem(const kv_isolate_config *cfg, int *mib);
 
 /* Runs cases[0..n) and appends their rows to `out`, case by case in index
- * order. Returns KV_OK once every case has rows (a crash, hang or failed
+ * order (after a stop, the finished cases' only). Workers ignore SIGINT and
+ * SIGTERM, which a terminal or CI runner sends to the whole process group:
+ * the parent decides (cfg->stop) and kills them; and they die with the
+ * parent (PR_SET_PDEATHSIG), so a kvrun killed by SIGKILL leaves none. Returns KV_OK once every case has rows (a crash, hang or failed
  * fork becomes that case's row, never a failure of the call); an error
  * only for bad arguments or when `out` cannot grow. */
 kv_status kv_isolate_run(const kv_case *const *cases, int n, const kv_run_env *env,

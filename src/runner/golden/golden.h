@@ -153,4 +153,11 @@ void kv_golden_summary_free(kv_golden_summary *sum);
  * "op/<16 hex>.npy" or "op/<16 hex>-<i>.npy". snprintf style. */
 int kv_golden_file_name(const char *op, const char *key, int output, char *buf, size_t cap);
 
+/* stale.c: temp files (.NAME.tmp.PID) that a --regen-golden killed
+ * between writing and renaming left in the store `dir` and its op
+ * folders, whose writer is gone: counted, or removed when `remove`.
+ * `first` (may be NULL) gets the path of one. kvrun names them in a
+ * normal run and removes them in a regeneration. */
+int kv_golden_stale_temps(const char *dir, bool remove, char *first, size_t cap);
+
 #endif

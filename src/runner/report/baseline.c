@@ -337,8 +337,11 @@ static void set_message(kv_check_result *r, const char *fmt, ...) {
     if (w >= (int)sizeof r->message) memcpy(r->message + sizeof r->message - 4, "...", 4);
 }
 
+/* FLAKY counts: the row did fail once, so the entry that names it is not
+ * stale (the FLAKY row itself stays FLAKY: it passed, nothing to excuse). */
 static bool is_failure(kv_result_status st) {
-    return st == KV_RESULT_FAIL || st == KV_RESULT_CRASH || st == KV_RESULT_TIMEOUT || st == KV_RESULT_XFAIL;
+    return st == KV_RESULT_FAIL || st == KV_RESULT_CRASH || st == KV_RESULT_TIMEOUT || st == KV_RESULT_XFAIL ||
+           st == KV_RESULT_FLAKY;
 }
 
 void kv_baseline_apply(const kv_baseline *b, kv_result_list *results, int *n_xfail, int *n_xpass) {

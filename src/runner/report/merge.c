@@ -295,6 +295,24 @@ kv_status kv_merge_read_meta(const char *path, kv_report_meta *meta, int64_t *nr
             get_string(fp, "env", f->env, sizeof f->env, why, sizeof why) != 0)
             rc = -1;
     }
+    /* Optional ("pass" when absent: folders from before --flaky). The
+     * fingerprint's options hold it too, so shards always agree on it. */
+    const json_t *flaky = rc == 0 ? json_object_get(o, "flaky") : NULL;
+    if (flaky != NULL && !(json_is_string(flaky) && (strcmp(json_string_value(flaky), "pass") == 0 ||
+                                                     strcmp(json_string_value(flaky), "fail") == 0)))
+        rc = fail(why, sizeof why, "\"flaky\": expected \"pass\" or \"fail\"");
+    else if (flaky != NULL) m.flaky_fail = strcmp(json_string_value(flaky), "fail") == 0;
+    /* Optional (absent: complete, as before interrupted runs existed). */
+    const json_t *complete = rc == 0 ? json_object_get(o, "complete") : NULL;
+    if (complete != NULL && !json_is_boolean(complete)) {
+        rc = fail(why, sizeof why, "\"complete\": expected true or false");
+    } else if (complete != NULL && !json_is_true(complete)) {
+        m.incomplete = true;
+        const json_t *sig = json_object_get(o, "interrupted");
+        if (json_is_string(sig)) snprintf(m.interrupted, sizeof m.interrupted, "%s", json_string_value(sig));
+        const json_t *done = json_object_get(o, "cases_done");
+        if (json_is_integer(done)) m.ncases_done = (int64_t)json_integer_value(done);
+    }
     if (rc == 0 && (n < 0 || n > 1000000 || k < 0 || k > n || merged < 0 || count < 0 || ncases < 0))
         rc = fail(why, sizeof why, "shard %lld/%lld, merged_from %lld, results %lld, ncases %lld: out of range",
                   (long long)k, (long long)n, (long long)merged, (long long)count, (long long)ncases);
@@ -351,6 +369,14 @@ static kv_status read_dir(const char *dir, kv_result_list *list, kv_report_meta 
     int64_t expect = 0;
     if (mp == NULL || rp == NULL) st = kv_error(KV_ERR_OOM, "merge: '%s': out of memory", dir);
     if (st == KV_OK) st = kv_merge_read_meta(mp, meta, &expect);
+    /* An interrupted shard lacks cases: merged, its missing rows would
+     * read as cases that never existed. */
+    if (st == KV_OK && meta->incomplete)
+        st = kv_error(KV_ERR_INVALID_ARG,
+                      "merge: '%s' holds an incomplete run (%s%s, %lld of %lld cases): finish it with kvrun --resume "
+                      "first",
+                      dir, meta->interrupted[0] ? "interrupted by " : "not finished", meta->interrupted,
+                      (long long)meta->ncases_done, (long long)meta->ncases);
     *first_of_dir = list->n;
     if (st == KV_OK) st = kv_merge_read_jsonl(rp, list);
     if (st == KV_OK && list->n - *first_of_dir != expect) {

@@ -11,12 +11,16 @@
  *   matrix.md      the op x backend x dtype support matrix (report_matrix.c)
  *
  * Counting rule of the console's final line `N passed, N failed, N skipped`
- * (the three numbers always sum to the number of results):
+ * (with `, N flaky` appended when a --retry run had flakes; the numbers
+ * always sum to the number of results):
  *   passed  = PASS + XFAIL      (an expected failure does not fail the run)
  *   failed  = FAIL + ERROR + CRASH + TIMEOUT + XPASS
  *   skipped = SKIP + UNSUPPORTED
+ *   flaky   = FLAKY             (failed, then passed on a retry)
  * "failed" is exactly the set kv_result_status_is_bad: the run's exit code
- * is non-zero iff failed > 0 (or nothing ran at all).
+ * is non-zero iff failed > 0 (or nothing ran at all), or flaky > 0 under
+ * --flaky=fail. The line keeps its three-number form when nothing was
+ * flaky, so scripts that read it see no change.
  *
  * Every function that writes a file returns a kv_status whose message names
  * the path and the errno text. Files are written to PATH.tmp and renamed,
@@ -24,6 +28,7 @@
 #ifndef KV_RUNNER_REPORT_H
 #define KV_RUNNER_REPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -75,14 +80,28 @@ typedef struct kv_report_meta {
     int abi_version;
     char accel_requested[32];
     char accel_target[32];
+    /* --flaky=fail: a FLAKY row fails the run (exit 1). Written to
+     * meta.json as "flaky", so a merge of such shards judges alike. */
+    bool flaky_fail;
+    /* The run did not finish: still running (the meta.json written when
+     * it starts), or stopped by a signal. meta.json says "complete": false
+     * and "interrupted": the signal's name ("" while running); every
+     * report says so; --resume continues it; --merge refuses it. */
+    bool incomplete;
+    char interrupted[16];        /* "SIGINT", "SIGTERM", "" */
+    int64_t ncases_done;         /* of ncases, when incomplete */
 } kv_report_meta;
+
+/* "interrupted by SIGINT after 12 of 541 cases: ..." for the reports of an
+ * incomplete run; 0 (and "") when the run is complete. */
+int kv_report_incomplete_text(const kv_report_meta *meta, char *buf, int cap);
 
 /* Every field zero / empty. */
 void kv_report_meta_init(kv_report_meta *meta);
 
 /* The three numbers of the final console line (rule above). */
 typedef struct kv_report_totals {
-    int64_t passed, failed, skipped;
+    int64_t passed, failed, skipped, flaky;
 } kv_report_totals;
 kv_report_totals kv_report_totals_of(const kv_result_list *results);
 
@@ -90,6 +109,8 @@ kv_report_totals kv_report_totals_of(const kv_result_list *results);
  * unexpectedly; 1 otherwise, and 1 for an empty list (a run that selected
  * nothing is not a green run). Usage errors (2) are the CLI's business. */
 int kv_report_exit_code(const kv_result_list *results);
+/* The same, and 1 when flaky_fail and some row is FLAKY (--flaky=fail). */
+int kv_report_exit_code_flaky(const kv_result_list *results, bool flaky_fail);
 
 /* Each gate's fast-path hit rate (report_hits.c), from the fastpath
  * check's rows "fastpath:seed" and "fastpath:exact" that ran (PASS, FAIL,
@@ -145,6 +166,30 @@ kv_status kv_report_write_failures(const kv_result_list *results, const kv_repor
 kv_status kv_report_write_accuracy(const kv_result_list *results, const kv_report_meta *meta, const char *path);
 kv_status kv_report_write_accuracy_jsonl(const kv_result_list *results, const kv_report_meta *meta,
                                          const char *path);
+
+/* ---- a run in progress (report_stream.c) ----
+ * When a run starts, its folder is marked in progress: the old reports
+ * are removed (so a green run of yesterday cannot pass for today's), a
+ * meta.json with "complete": false is written, and results.jsonl is
+ * opened for appending; each case's rows are appended as the case
+ * finishes, with one write(2) per case, so a run killed even by SIGKILL
+ * leaves a results.jsonl that is valid up to its last whole line. The
+ * final kv_report_write_all replaces it with the full, ordered list. */
+typedef struct kv_report_stream {
+    int fd;                      /* -1: closed */
+    char *path;
+} kv_report_stream;
+
+/* Marks `dir` in progress (meta must say incomplete) and opens its
+ * results.jsonl: emptied, or kept and appended to when `resume`. */
+kv_status kv_report_begin(const char *dir, const kv_report_meta *meta, bool resume, kv_report_stream *s);
+/* Appends rows, one JSON line each, in one write. */
+kv_status kv_report_stream_rows(kv_report_stream *s, const kv_result_list *rows);
+void kv_report_stream_close(kv_report_stream *s);
+/* Reads a results.jsonl that a killed run may have cut: a last line
+ * without its newline is dropped (*cut = 1), any other bad line is an
+ * error naming path:line. */
+kv_status kv_report_read_partial(const char *path, kv_result_list *out, int *cut);
 
 /* mkdir -p: every missing component is created (0777 & ~umask). */
 kv_status kv_report_mkdirs(const char *dir);

@@ -85,6 +85,8 @@ static void put_header(FILE *out, const kv_result_list *results, const kv_report
         fprintf(out, ", %.2f s", meta->wall_seconds);
     }
     fputc('\n', out);
+    char inc[512];
+    if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) fprintf(out, "== %s\n", inc);
     if (meta && meta->options[0]) {
         fputs("== options: ", out);
         put_text(out, meta->options);
@@ -164,6 +166,14 @@ void kv_report_console(FILE *out, const kv_result_list *results, const kv_report
     const int n = results ? results->n : 0;
     if (n == 0) fputs("== no results: the run selected no cases\n", out);
 
+    /* Flakes before the problems: they passed in the end, but each one is
+     * named with how it failed, so a flaky kernel is seen, not buried. */
+    if (c[KV_RESULT_FLAKY] > 0) {
+        fprintf(out, "== %lld flaky (failed, then passed on a retry; %s):\n", (long long)c[KV_RESULT_FLAKY],
+                meta && meta->flaky_fail ? "--flaky=fail: the run fails" : "--flaky=fail would fail the run");
+        for (int i = 0; i < n; i++)
+            if (results->items[i].status == KV_RESULT_FLAKY) kv_report_put_problem(out, &results->items[i]);
+    }
     int64_t nbad = 0;
     for (int i = 0; i < n; i++) nbad += kv_result_status_is_bad(results->items[i].status);
     if (nbad > 0) {
@@ -201,11 +211,15 @@ void kv_report_console(FILE *out, const kv_result_list *results, const kv_report
             fprintf(out, "== fast-path hit rate, %s\n", line);
         }
     }
+    /* FLAKY only when there is one: the line stays what scripts grep. */
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
-        fprintf(out, "%s%s %lld", s ? ", " : "", kv_result_status_name((kv_result_status)s), (long long)c[s]);
+        if (s != KV_RESULT_FLAKY || c[s] > 0)
+            fprintf(out, "%s%s %lld", s ? ", " : "", kv_result_status_name((kv_result_status)s), (long long)c[s]);
     fputc('\n', out);
     kv_report_totals t = kv_report_totals_of(results);
-    fprintf(out, "%lld passed, %lld failed, %lld skipped\n", (long long)t.passed, (long long)t.failed,
+    fprintf(out, "%lld passed, %lld failed, %lld skipped", (long long)t.passed, (long long)t.failed,
             (long long)t.skipped);
+    if (t.flaky > 0) fprintf(out, ", %lld flaky", (long long)t.flaky);
+    fputc('\n', out);
     fflush(out);
 }

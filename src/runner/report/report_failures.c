@@ -38,12 +38,21 @@ kv_status kv_report_write_failures(const kv_result_list *results, const kv_repor
         put_comment(f, meta->run_name);
         fputc('\n', f);
     }
+    char inc[512];
+    if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) {
+        fputs("# ", f);
+        put_comment(f, inc);
+        fputc('\n', f);
+    }
     for (int i = 0; i < results->n; i++) {
         const kv_check_result *r = &results->items[i];
         const bool excusable = r->status == KV_RESULT_FAIL || r->status == KV_RESULT_CRASH ||
                                r->status == KV_RESULT_TIMEOUT || r->status == KV_RESULT_XFAIL;
-        if (!excusable && r->status != KV_RESULT_ERROR) continue;
-        if (!excusable) fputs("# ERROR, never excused: ", f);
+        if (!excusable && r->status != KV_RESULT_ERROR && r->status != KV_RESULT_FLAKY) continue;
+        /* A flake passed in the end: a baseline entry for it could only
+         * ever be stale, so it is listed for the reader, commented out. */
+        if (r->status == KV_RESULT_FLAKY) fputs("# FLAKY, passed on a retry: ", f);
+        else if (!excusable) fputs("# ERROR, never excused: ", f);
         put_literal(f, r->case_id);
         fputc(' ', f);
         put_literal(f, r->check[0] ? r->check : "*");

@@ -22,7 +22,8 @@ static bool hits_ran(kv_result_status s) {
     case KV_RESULT_PASS:
     case KV_RESULT_FAIL:
     case KV_RESULT_XFAIL:
-    case KV_RESULT_XPASS: return true;
+    case KV_RESULT_XPASS:
+    case KV_RESULT_FLAKY: return true;
     case KV_RESULT_ERROR:
     case KV_RESULT_UNSUPPORTED:
     case KV_RESULT_SKIP:

@@ -23,6 +23,7 @@ static const char *status_color(kv_result_status s) {
     case KV_RESULT_TIMEOUT: return "#ffcc80";
     case KV_RESULT_XFAIL: return "#fff59d";
     case KV_RESULT_XPASS: return "#ffe082";
+    case KV_RESULT_FLAKY: return "#b3e5fc";
     case KV_RESULT_STATUS_COUNT: break;
     }
     return "#ffffff";
@@ -64,7 +65,14 @@ static void put_head(FILE *f, const kv_result_list *results, const kv_report_met
         fputs(": ", f);
         kv_report_put_escaped(f, meta->run_name, false);
     }
-    fputs("</h1>\n<table>\n", f);
+    fputs("</h1>\n", f);
+    char inc[512];
+    if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) {
+        fputs("<p class=\"problem\"><b>", f);
+        kv_report_put_escaped(f, inc, false);
+        fputs("</b></p>\n", f);
+    }
+    fputs("<table>\n", f);
     char buf[64];
     kv_report_fmt_time(meta->start_time, buf, sizeof buf);
     fprintf(f, "<tr><th>started</th><td>%s</td></tr>\n", buf);
@@ -91,8 +99,10 @@ static void put_summary(FILE *f, const kv_result_list *results) {
                 (long long)c[s]);
     fputs("</tr>\n</table>\n", f);
     kv_report_totals t = kv_report_totals_of(results);
-    fprintf(f, "<p class=\"final\">%lld passed, %lld failed, %lld skipped</p>\n", (long long)t.passed,
+    fprintf(f, "<p class=\"final\">%lld passed, %lld failed, %lld skipped", (long long)t.passed,
             (long long)t.failed, (long long)t.skipped);
+    if (t.flaky > 0) fprintf(f, ", %lld flaky", (long long)t.flaky);
+    fputs("</p>\n", f);
     if (c[KV_RESULT_XPASS] > 0)
         fprintf(f, "<p>The baseline is stale: %lld unexpected pass(es) (XPASS); remove those entries from the baseline file.</p>\n",
                 (long long)c[KV_RESULT_XPASS]);
@@ -172,6 +182,17 @@ static void put_failures(FILE *f, const kv_result_list *results) {
     if (n > HTML_MAX_PROBLEMS)
         fprintf(f, "<p>... and %d more failing rows: every one is in <code>" KV_REPORT_FAILURES "</code> and <code>"
                    KV_REPORT_JSONL "</code>.</p>\n", n - HTML_MAX_PROBLEMS);
+    /* Flakes right after: they passed on a retry, but how they failed
+     * first is what someone fixing the kernel needs. Only when there are
+     * some, so a run without --retry reads as before. */
+    int nf = 0;
+    for (int i = 0; i < results->n; i++) {
+        if (results->items[i].status != KV_RESULT_FLAKY) continue;
+        if (nf++ == 0) fputs("<h2 id=\"flaky\">Flaky (failed, then passed on a retry)</h2>\n", f);
+        if (nf <= HTML_MAX_PROBLEMS) put_problem(f, &results->items[i]);
+    }
+    if (nf > HTML_MAX_PROBLEMS)
+        fprintf(f, "<p>... and %d more flaky rows, in <code>" KV_REPORT_JSONL "</code>.</p>\n", nf - HTML_MAX_PROBLEMS);
 }
 
 /* ---- op x dtype matrix ---- */

@@ -53,4 +53,8 @@ void kv_report_put_escaped(FILE *f, const char *s, bool attr);
  * mismatches, repro), which JUnit reuses as its failure text. */
 void kv_report_put_problem(FILE *out, const kv_check_result *r);
 
+/* One results.jsonl line for r, without its newline (report_jsonl.c);
+ * malloc'd, NULL when out of memory. */
+char *kv_report_result_line(const kv_check_result *r);
+
 #endif

@@ -122,6 +122,13 @@ static kv_status put_line(kv_report_file *rf, json_t *obj, const char *what) {
     return KV_OK;
 }
 
+char *kv_report_result_line(const kv_check_result *r) {
+    json_t *o = result_json(r);
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(o);
+    return text;
+}
+
 kv_status kv_report_write_jsonl(const kv_result_list *results, const char *path) {
     if (results == NULL)
         return kv_error(KV_ERR_INVALID_ARG, "kv_report_write_jsonl: argument 'results': is NULL");
@@ -174,6 +181,12 @@ kv_status kv_report_write_meta(const kv_report_meta *meta, const kv_result_list 
     bad |= put(o, "shard_k", json_integer(meta->shard_k));
     bad |= put(o, "shard_n", json_integer(meta->shard_n));
     bad |= put(o, "merged_from", json_integer(meta->merged_from));
+    bad |= put(o, "flaky", json_string(meta->flaky_fail ? "fail" : "pass"));
+    bad |= put(o, "complete", json_boolean(!meta->incomplete));
+    if (meta->incomplete) {
+        bad |= put(o, "interrupted", str_json(meta->interrupted));
+        bad |= put(o, "cases_done", json_integer((json_int_t)meta->ncases_done));
+    }
     bad |= put(o, "results", json_integer(results->n));
     bad |= put(o, "counts", counts);
     /* The merge compares these (merge.c); written by every run. */

@@ -8,6 +8,14 @@
  *                               dashboard shows known failures as such
  *                               (and the run still passes)
  *   PASS                     -> passing testcase
+ *   FLAKY                    -> under --flaky=pass (the default) a passing
+ *                               testcase holding <flakyFailure type="FLAKY"
+ *                               message=how it failed first>, Maven
+ *                               Surefire's convention for a test that
+ *                               passed on a rerun (Jenkins, GitLab and
+ *                               most JUnit readers count it as passed and
+ *                               show or ignore the child); under
+ *                               --flaky=fail <failure type="FLAKY">
  * Everything is escaped for XML 1.0 (report.c), including the control
  * characters XML cannot carry at all. */
 #include "runner/report/report.h"
@@ -21,10 +29,11 @@ typedef struct suite_counts {
     double seconds;
 } suite_counts;
 
-static void count_into(suite_counts *c, const kv_check_result *r) {
+static void count_into(suite_counts *c, const kv_check_result *r, bool flaky_fail) {
     c->tests++;
     c->seconds += r->seconds;
     switch (r->status) {
+    case KV_RESULT_FLAKY: c->failures += flaky_fail; break;
     case KV_RESULT_FAIL:
     case KV_RESULT_XPASS: c->failures++; break;
     case KV_RESULT_ERROR:
@@ -64,6 +73,7 @@ static const char *short_message(const kv_check_result *r) {
     case KV_RESULT_XPASS: return "passed, but the baseline expects a failure: the baseline entry is stale";
     case KV_RESULT_CRASH: return "the worker crashed";
     case KV_RESULT_TIMEOUT: return "the case timed out";
+    case KV_RESULT_FLAKY: return "failed, then passed on a retry";
     case KV_RESULT_PASS:
     case KV_RESULT_FAIL:
     case KV_RESULT_ERROR:
@@ -75,7 +85,7 @@ static const char *short_message(const kv_check_result *r) {
     return kv_result_status_name(r->status);
 }
 
-static void put_testcase(FILE *f, const kv_check_result *r) {
+static void put_testcase(FILE *f, const kv_check_result *r, bool flaky_fail) {
     fputs("    <testcase name=\"", f);
     kv_report_put_escaped(f, r->case_id, true);
     fputs("\" classname=\"", f);
@@ -94,6 +104,7 @@ static void put_testcase(FILE *f, const kv_check_result *r) {
     case KV_RESULT_SKIP:
     case KV_RESULT_XFAIL:
     case KV_RESULT_UNSUPPORTED: tag = "skipped"; break;
+    case KV_RESULT_FLAKY: tag = flaky_fail ? "failure" : "flakyFailure"; break;
     case KV_RESULT_PASS: break;
     }
     const bool has_out = r->repro[0] != '\0' || r->output[0] != '\0';
@@ -135,6 +146,12 @@ static void put_properties(FILE *f, const kv_report_meta *meta) {
     if (meta->merged_from > 0) fprintf(f, "      <property name=\"merged_from\" value=\"%d\"/>\n", meta->merged_from);
     kv_report_fmt_time(meta->start_time, buf, sizeof buf);
     fprintf(f, "      <property name=\"start_time\" value=\"%s\"/>\n", buf);
+    char inc[512];
+    if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) {
+        fputs("      <property name=\"incomplete\" value=\"", f);
+        kv_report_put_escaped(f, inc, true);
+        fputs("\"/>\n", f);
+    }
     fputs("      <property name=\"options\" value=\"", f);
     kv_report_put_escaped(f, meta->options, true);
     fputs("\"/>\n    </properties>\n", f);
@@ -177,7 +194,7 @@ kv_status kv_report_write_junit(const kv_result_list *results, const kv_report_m
     }
     FILE *f = rf.f;
     suite_counts total = { 0 };
-    for (int i = 0; i < results->n; i++) count_into(&total, &results->items[i]);
+    for (int i = 0; i < results->n; i++) count_into(&total, &results->items[i], meta->flaky_fail);
     char ts[64];
     kv_report_fmt_time(meta->start_time, ts, sizeof ts);
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kvsuite", f);
@@ -192,7 +209,7 @@ kv_status kv_report_write_junit(const kv_result_list *results, const kv_report_m
         if (suite_of[s] != s) continue;
         suite_counts c = { 0 };
         for (int i = s; i < results->n; i++)
-            if (suite_of[i] == s) count_into(&c, &results->items[i]);
+            if (suite_of[i] == s) count_into(&c, &results->items[i], meta->flaky_fail);
         fputs("  <testsuite name=\"", f);
         kv_report_put_escaped(f, results->items[s].op, true);
         fputc('"', f);
@@ -201,7 +218,7 @@ kv_status kv_report_write_junit(const kv_result_list *results, const kv_report_m
         fputs(">\n", f);
         put_properties(f, meta);
         for (int i = s; i < results->n; i++)
-            if (suite_of[i] == s) put_testcase(f, &results->items[i]);
+            if (suite_of[i] == s) put_testcase(f, &results->items[i], meta->flaky_fail);
         fputs("  </testsuite>\n", f);
     }
     fputs("</testsuites>\n", f);

@@ -4,6 +4,8 @@
  * A cell summarizes every result of that (op, backend, dtype):
  *   ✗  some result failed: FAIL, ERROR, CRASH, TIMEOUT, or XFAIL (a known
  *      failure is still a kernel that does not work);
+ *   ~  otherwise some result was FLAKY (failed, then passed on a retry:
+ *      it works, but not every time);
  *   ✓  otherwise some result passed: PASS, or XPASS (it does work now);
  *   –  otherwise some result was UNSUPPORTED;
  *   blank: nothing ran (no result, or only SKIP). */
@@ -13,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CELL_NONE, CELL_UNSUPPORTED, CELL_PASS, CELL_FAIL };
+enum { CELL_NONE, CELL_UNSUPPORTED, CELL_PASS, CELL_FLAKY, CELL_FAIL };
 
 static int cell_of(kv_result_status s) {
     switch (s) {
@@ -25,6 +27,7 @@ static int cell_of(kv_result_status s) {
     case KV_RESULT_STATUS_COUNT: return CELL_FAIL;
     case KV_RESULT_PASS:
     case KV_RESULT_XPASS: return CELL_PASS;
+    case KV_RESULT_FLAKY: return CELL_FLAKY;
     case KV_RESULT_UNSUPPORTED: return CELL_UNSUPPORTED;
     case KV_RESULT_SKIP: return CELL_NONE;
     }
@@ -34,6 +37,7 @@ static int cell_of(kv_result_status s) {
 static const char *cell_text(int cell) {
     switch (cell) {
     case CELL_FAIL: return "✗";
+    case CELL_FLAKY: return "~";
     case CELL_PASS: return "✓";
     case CELL_UNSUPPORTED: return "–";
     default: return " ";
@@ -119,7 +123,13 @@ kv_status kv_report_write_matrix(const kv_result_list *results, const kv_report_
         }
         if (meta != NULL) fprintf(f, "Seed %llu. ", (unsigned long long)meta->seed);
         fprintf(f, "%d results.\n\n", n);
-        fputs("✓ passes, ✗ fails (FAIL, ERROR, CRASH, TIMEOUT or XFAIL), – unsupported, blank: not run.\n\n", f);
+        char inc[512];
+        if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) {
+            fputs("**", f);
+            put_md(f, inc);
+            fputs("**\n\n", f);
+        }
+        fputs("✓ passes, ✗ fails (FAIL, ERROR, CRASH, TIMEOUT or XFAIL), ~ flaky (failed, then passed on a retry), – unsupported, blank: not run.\n\n", f);
         fputs("| op | backend |", f);
         for (int d = 0; d < (int)KV_DTYPE_COUNT; d++)
             if (used[d]) fprintf(f, " %s |", kv_dtype_name((kv_dtype)d));

@@ -23,6 +23,7 @@ kv_report_totals kv_report_totals_of(const kv_result_list *results) {
     t.failed = c[KV_RESULT_FAIL] + c[KV_RESULT_ERROR] + c[KV_RESULT_CRASH] +
                c[KV_RESULT_TIMEOUT] + c[KV_RESULT_XPASS];
     t.skipped = c[KV_RESULT_SKIP] + c[KV_RESULT_UNSUPPORTED];
+    t.flaky = c[KV_RESULT_FLAKY];
     return t;
 }
 
@@ -30,6 +31,25 @@ int kv_report_exit_code(const kv_result_list *results) {
     if (results == NULL || results->n == 0) return 1;
     for (int i = 0; i < results->n; i++)
         if (kv_result_status_is_bad(results->items[i].status)) return 1;
+    return 0;
+}
+
+int kv_report_incomplete_text(const kv_report_meta *meta, char *buf, int cap) {
+    if (cap > 0) buf[0] = '\0';
+    if (meta == NULL || !meta->incomplete || cap <= 0) return 0;
+    snprintf(buf, (size_t)cap,
+             "INCOMPLETE: %s%s after %lld of %lld cases; these reports hold what finished; kvrun --resume "
+             "(with the same arguments) runs the rest",
+             meta->interrupted[0] ? "interrupted by " : "still running or killed", meta->interrupted,
+             (long long)meta->ncases_done, (long long)meta->ncases);
+    return 1;
+}
+
+int kv_report_exit_code_flaky(const kv_result_list *results, bool flaky_fail) {
+    const int rc = kv_report_exit_code(results);
+    if (rc != 0 || !flaky_fail) return rc;
+    for (int i = 0; i < results->n; i++)
+        if (results->items[i].status == KV_RESULT_FLAKY) return 1;
     return 0;
 }
 
