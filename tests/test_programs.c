@@ -90,7 +90,15 @@ static const parse_error_row parse_errors[] = {
     { HEAD "y = neg(x)\noutput w\n", "t.prog:4:8: unknown value 'w'" },
     { "input x f32 [2]\ny = neg(x)\noutput y\n", "t.prog:1:1: missing 'program NAME'" },
     { HEAD "input w f32 [2] fill=sweep\n", "t.prog:3:22: unknown fill 'sweep' (real, exact or special)" },
+    { HEAD "input w f32 [2] lazy=conj\n", "t.prog:3:22: lazy=conj: the Conjugate bit needs a complex dtype" },
+    { HEAD "input w f32 [2] lazy=pos\n", "t.prog:3:22: unknown lazy bits 'pos' (neg, conj or conj+neg)" },
+    { HEAD "input w f32 [2] layout=q\n", "t.prog:3:24: unknown layout 'q' (c, t, s, o or b)" },
+    { HEAD "input w f32 [2] colour=red\n", "t.prog:3:17: unknown input option 'colour=red' (fill=, domain=, layout= or lazy=)" },
     { HEAD "y = neg(x)\ninput w f32 [2]\noutput y\n", "t.prog:4:1: inputs must come before the first step" },
+    { HEAD "y = neg(x)\noutput y\nbackward z\n", "t.prog:5:10: unknown value 'z'" },
+    { HEAD "y = neg(x)\noutput y\nbackward x\n", "t.prog:5:10: 'x' is an input: backward needs a value a step made" },
+    { HEAD "y = neg(x)\nbackward y\nz = neg(y)\noutput z\n", "t.prog:5:1: steps must come before the 'backward' line" },
+    { HEAD "y = neg(x)\noutput y\nbackward y\nbackward y\n", "t.prog:6:1: a program has at most one 'backward' line" },
     { HEAD "frobnicate\n",
       "t.prog:3:1: expected 'program NAME', 'input NAME DTYPE SHAPE', 'NAME = OP(ARGS)' or 'output NAME'" },
 };
@@ -119,7 +127,7 @@ static void test_parse_ok(void **state) {
     (void)state;
     kv_program *p = NULL;
     const char *text = "# comment\nprogram ok   # trailing\ninput x f32 4x5 fill=exact domain=positive\n"
-                       "input e f32 [0]\n"
+                       "input e f32 [0] layout=o\n"
                        "m, _, _ = native_layer_norm(x, [5], none, none, 1e-05)\n"
                        "y = cat([e, m], 0)\nz = slice.Tensor(y, dim=1, start=1)\noutput z, m\n";
     assert_int_equal(kv_program_parse_text("ok.prog", text, &p), KV_OK);
@@ -127,6 +135,8 @@ static void test_parse_ok(void **state) {
     assert_int_equal(p->ninputs, 2);
     assert_int_equal(p->inputs[0].fill, KV_FILL_EXACT);
     assert_int_equal(p->inputs[0].domain, KV_DOMAIN_POSITIVE);
+    assert_int_equal(p->inputs[0].layout, KV_LAYOUT_CONTIGUOUS);
+    assert_int_equal(p->inputs[1].layout, KV_LAYOUT_OFFSET);
     assert_int_equal(p->inputs[1].shape.ndim, 1);
     assert_int_equal(p->inputs[1].shape.sizes[0], 0);
     assert_int_equal(p->nsteps, 3);
@@ -172,6 +182,16 @@ static void test_case_lines(void **state) {
              tmpdir);
     snprintf(msg, sizeof msg, "%s", kv_last_error_message());
     assert_string_equal(msg, want);
+    kv_case_list_free(&cl);
+
+    /* Modes apply (to the accel free runs), except vmap. */
+    assert_int_equal(cases_in_tmp("--program=a.prog --mode=autocast_f16,trace\n", &cl), KV_OK);
+    assert_int_equal(cl.n, 2);
+    assert_int_equal(cl.items[1].modes, 1u << KV_MODE_TRACE);
+    kv_case_list_free(&cl);
+    assert_int_not_equal(cases_in_tmp("--program=a.prog --mode=vmap\n", &cl), KV_OK);
+    snprintf(want, sizeof want, "%s/t.case:1:25: --mode=vmap: vmap is not supported on a --program= line yet", tmpdir);
+    assert_string_equal(kv_last_error_message(), want);
     kv_case_list_free(&cl);
 
     assert_int_not_equal(cases_in_tmp("--op=neg --program=a.prog\n", &cl), KV_OK);
@@ -366,6 +386,35 @@ static void test_forced_gate_names_step(void **state) {
     kv_result_list_free(&res);
 }
 
+/* Training: with the gate forced open the forward addmm of step 1 takes
+ * the fast path although its inputs require grad (and b1 carries the
+ * Negative bit), so the target's kernel gets the bit and autograd would
+ * record nothing: both rows name step 1 (addmm). */
+static void test_forced_gate_backward_names_step(void **state) {
+    (void)state;
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(line, sizeof line, "--program=%s/cases/programs/mlp_train.prog --device=accel\n", cwd);
+    kv_result_list res;
+    run_text(line, &res);
+    assert_no_bad_row(&res);
+    assert_non_null(strstr(row_of(&res, "fastpath:exact")->message, "and the inputs' gradients equal"));
+    kv_result_list_free(&res);
+    kv_accel_gate_force_for_tests(true);
+    run_text(line, &res);
+    kv_accel_gate_force_for_tests(false);
+    static const char *gates[] = { "fastpath:seed", "fastpath:exact" };
+    for (int g = 0; g < 2; g++) {
+        const kv_check_result *r = row_of(&res, gates[g]);
+        assert_non_null(r);
+        if (r->status != KV_RESULT_FAIL || strstr(r->message, "step 1 (addmm, ") == NULL) {
+            dump_rows(&res);
+            fail();
+        }
+    }
+    kv_result_list_free(&res);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors),
@@ -375,6 +424,7 @@ int main(void) {
         cmocka_unit_test(test_suite_golden),
         cmocka_unit_test(test_broken_fast_path_names_step),
         cmocka_unit_test(test_forced_gate_names_step),
+        cmocka_unit_test(test_forced_gate_backward_names_step),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -76,11 +76,13 @@ static kv_status kv_one_case(const kv_case_spec *spec, const int *idx, const kv_
 }
 
 /* The options a program case takes: the program declares its inputs,
- * arguments and fills, and runs its own checks (check_program.c). */
+ * arguments and fills, and runs its own checks (check_program.c); modes
+ * apply to its accel free runs. */
 static kv_status kv_expand_axes(const kv_case_spec *spec, kv_case_list *out);
 
 static bool kv_program_row_ok(const char *name) {
-    return strcmp(name, "program") == 0 || strcmp(name, "seed") == 0 || strcmp(name, "device") == 0;
+    return strcmp(name, "program") == 0 || strcmp(name, "seed") == 0 || strcmp(name, "device") == 0 ||
+           strcmp(name, "mode") == 0;
 }
 
 /* A --program= line: its own options must be ones a program takes (an

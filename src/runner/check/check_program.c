@@ -15,8 +15,10 @@
  *                     store, key = the case's golden key, outputs in step
  *                     order; --regen-golden records them;
  *   program:<Key>     teacher-forced per step: step k runs on the backend
- *                     with the truths of its inputs placed on its device,
- *                     and each output is compared with step k's truth by
+ *                     with the truths of its inputs placed on its device
+ *                     (a program input in its layout= and, on accel, with
+ *                     its lazy= bits; every other value contiguous), and
+ *                     each output is compared with step k's truth by
  *                     the tolerance table's rule for that op and dtype
  *                     (kv_tol_rule_for, bounds from the truths of the
  *                     inputs) — the per-op variants rule, since the inputs
@@ -36,13 +38,19 @@
  *                     in some step. A `kill` run (only the kill switch
  *                     set, the special paths on) is compared with slow
  *                     too: the special paths themselves (cat's legacy
- *                     empty inputs) must not change a value.
+ *                     empty inputs) must not change a value. With a
+ *                     `backward LOSS` line every floating input requires
+ *                     grad: each step's requires_grad and grad_fn must
+ *                     match too, and after backward from LOSS every
+ *                     input's .grad bit for bit (the fast path is then
+ *                     not required to fire: autograd is live).
  * A program that runs no step is ERROR, never a pass. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kv/accel.h"
+#include "kv/autograd.h"
 #include "kv/backend.h"
 #include "kv/tune.h"
 #include "runner/check/check_fastpath.h"
@@ -51,6 +59,8 @@
 #include "runner/check/tolerance.h"
 #include "runner/exec/inflight.h"
 #include "runner/exec/inputs.h"
+#include "runner/exec/lazy_inputs.h"
+#include "runner/exec/mode_session.h"
 #include "runner/golden/exact.h"
 #include "runner/golden/golden.h"
 #include "runner/program/program.h"
@@ -154,6 +164,10 @@ static void prog_golden(const kv_check_ctx *ctx, const kv_program *p, const kv_p
             kv_check_result_set(&r, KV_RESULT_ERROR, "cannot record the golden: %s", kv_last_error_message());
         else
             kv_check_result_set(&r, KV_RESULT_PASS, "recorded %d step outputs (written when the run saves the store)", n);
+    } else if (kv_golden_output_count(store, key) == 0 && kv_golden_live_for(ctx->env, ctx->c)) {
+        /* --golden=live, or a program typed on the command line: the other
+         * rows compare with the truth computed live, as for an op. */
+        kv_check_result_set(&r, KV_RESULT_SKIP, "live reference: no stored golden for key %s", key);
     } else if (kv_golden_output_count(store, key) != n) {
         kv_check_result_set(&r, KV_RESULT_ERROR,
                             "the store has %d outputs for key %s, the program %d (run kvrun --regen-golden)",
@@ -253,10 +267,12 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
                 for (int j = 0; pa->kind == KV_PROG_ARG_LIST && j < pa->nlist; j++) used |= pa->list[j] == v;
             }
             if (!used) continue;
-            if (dt == KV_DEVICE_CPU) {
+            if (dt == KV_DEVICE_CPU && (v >= p->ninputs || p->inputs[v].layout == KV_LAYOUT_CONTIGUOUS)) {
                 kv_tensor_retain(truth->v[v]);
                 placed.v[v] = truth->v[v];
-            } else if ((placed.v[v] = kv_layout_place(truth->v[v], KV_LAYOUT_CONTIGUOUS, dev)) == NULL) {
+            } else if ((placed.v[v] = kv_lazy_input_build(
+                            truth->v[v], via_call && v < p->ninputs ? p->inputs[v].lazy : 0,
+                            v < p->ninputs ? p->inputs[v].layout : KV_LAYOUT_CONTIGUOUS, dev, false, false, NULL)) == NULL) {
                 st = kv_last_error();
             }
         }
@@ -373,33 +389,87 @@ typedef struct prog_run {
     int ndim[KV_PROG_MAX_VALUES];
     int64_t offset[KV_PROG_MAX_VALUES];
     kv_dtype dtype[KV_PROG_MAX_VALUES];
+    bool requires_grad[KV_PROG_MAX_VALUES];
+    char grad_fn[KV_PROG_MAX_VALUES][40]; /* "" for a leaf */
+    kv_prog_values grads;        /* after backward: each input's .grad on the host, or NULL */
     kv_accel_counters calls;     /* every op, the whole program */
 } prog_run;
 
 static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const prog_switches *sw, prog_run *run) {
     memset(run, 0, sizeof *run);
     run->failed_step = -1;
-    kv_prog_values logical, vals;
+    kv_prog_values logical, vals, leaves;
     memset(&vals, 0, sizeof vals);
+    memset(&leaves, 0, sizeof leaves);
     kv_status st = kv_program_inputs(p, ctx->c, &logical);
-    for (int i = 0; st == KV_OK && i < p->ninputs; i++)
-        if ((vals.v[i] = kv_layout_place(logical.v[i], KV_LAYOUT_CONTIGUOUS, ctx->c->device)) == NULL) st = kv_last_error();
+    /* Under backward the leaf that requires grad is the tensor of stored
+     * values; a lazy input is the chain of lazy views autograd records
+     * from it (runner/exec/lazy_inputs.h). */
+    for (int i = 0; st == KV_OK && i < p->ninputs; i++) {
+        const bool grad = (p->backward >= 0 || (ctx->c->modes & ((1u << KV_MODE_GRAD) | (1u << KV_MODE_NO_GRAD)))) &&
+                          (kv_dtype_is_floating(logical.v[i]->dtype) || kv_dtype_is_complex(logical.v[i]->dtype));
+        if ((vals.v[i] = kv_lazy_input_build(logical.v[i], p->inputs[i].lazy, p->inputs[i].layout, ctx->c->device, grad,
+                                             false, &leaves.v[i])) == NULL)
+            st = kv_last_error();
+        else if (grad && leaves.v[i] == NULL) {
+            kv_tensor_retain(vals.v[i]);
+            leaves.v[i] = vals.v[i];
+        }
+    }
     kv_prog_values_free(&logical);
     if (st != KV_OK) {
         run->status = st;
         PROG_FMT(run->message, sizeof run->message, "cannot place the inputs on accel: %s", kv_last_error_message());
         kv_prog_values_free(&vals);
+        kv_prog_values_free(&leaves);
         return;
     }
     prog_switches_set(sw);
     kv_accel_counters_reset();
-    for (int k = 0; k < p->nsteps; k++) {
+    /* The case's modes (no-grad guard, autocast, functionalize, a trace
+     * recorder) around the steps only: reading the values back runs ops
+     * of its own. The session is keyed by the first step's op, which only
+     * its evidence (unused here) looks at. */
+    kv_mode_session ms;
+    memset(&ms, 0, sizeof ms);
+    kv_case mc = *ctx->c;
+    snprintf(mc.op, sizeof mc.op, "%s", p->steps[0].op);
+    bool entered = false;
+    if (ctx->c->modes != 0) {
+        if ((st = kv_mode_session_begin(&ms, &mc, kv_op_find(mc.op))) != KV_OK) {
+            run->status = st;
+            PROG_FMT(run->message, sizeof run->message, "cannot enter the modes: %s", kv_last_error_message());
+        } else {
+            entered = true;
+        }
+    }
+    for (int k = 0; run->status == KV_OK && k < p->nsteps; k++) {
         st = kv_program_step_run(p, k, &vals, 0);
         if (st != KV_OK) {
             run->status = st;
             run->failed_step = k;
             PROG_FMT(run->message, sizeof run->message, "%s: %s", kv_status_name(st), kv_last_error_message());
             break;
+        }
+    }
+    if (entered) kv_mode_session_end(&ms);
+    kv_mode_session_free(&ms);
+    if (run->status == KV_OK && p->backward >= 0) {
+        st = kv_backward(vals.v[p->backward], NULL);
+        if (st != KV_OK) {
+            run->status = st;
+            snprintf(run->message, sizeof run->message, "backward from %s: %s: %s", p->value_names[p->backward],
+                     kv_status_name(st), kv_last_error_message());
+        }
+        for (int i = 0; st == KV_OK && i < p->ninputs; i++) {
+            if (leaves.v[i] == NULL) continue;
+            const kv_tensor *g = kv_tensor_grad(leaves.v[i]);
+            if (g == NULL) continue;
+            if ((run->grads.v[i] = kv_backend_readable(g)) == NULL) {
+                run->status = st = kv_last_error();
+                snprintf(run->message, sizeof run->message, "the .grad of %s: cannot read it: %s", p->value_names[i],
+                         kv_last_error_message());
+            }
         }
     }
     run->calls = kv_accel_counters_total();
@@ -411,6 +481,9 @@ static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const pr
         memcpy(run->strides[v], t->strides, sizeof(int64_t) * (size_t)t->ndim);
         run->offset[v] = t->offset;
         run->dtype[v] = t->dtype;
+        run->requires_grad[v] = kv_tensor_requires_grad(t);
+        const char *gfn = kv_tensor_grad_fn_name(t);
+        snprintf(run->grad_fn[v], sizeof run->grad_fn[v], "%s", gfn ? gfn : "");
         kv_case_outputs one = { .n = 1 };
         kv_tensor_retain(t);
         one.t[0] = t;
@@ -426,6 +499,7 @@ static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const pr
         run->host.v[v] = h;
     }
     kv_prog_values_free(&vals);
+    kv_prog_values_free(&leaves);
 }
 
 /* The first step whose outputs differ between two runs; false with `why`. */
@@ -455,6 +529,11 @@ static bool prog_runs_same(const kv_program *p, const prog_run *a, const prog_ru
                          sb, tb, (long long)b->offset[v]);
                 return false;
             }
+            if (a->requires_grad[v] != b->requires_grad[v] || strcmp(a->grad_fn[v], b->grad_fn[v]) != 0) {
+                snprintf(why, (size_t)cap, "%.200s diverged first: requires_grad %d grad_fn '%s' vs requires_grad %d grad_fn '%s'",
+                         label, a->requires_grad[v], a->grad_fn[v], b->requires_grad[v], b->grad_fn[v]);
+                return false;
+            }
             kv_cmp_report rep;
             if (kv_compare(a->host.v[v], b->host.v[v], &exact, NULL, &rep) != KV_OK) {
                 PROG_FMT(why, (size_t)cap, "%s diverged first: %s", label, kv_last_error_message());
@@ -469,10 +548,34 @@ static bool prog_runs_same(const kv_program *p, const prog_run *a, const prog_ru
             }
         }
     }
+    for (int i = 0; p->backward >= 0 && i < p->ninputs; i++) {
+        const kv_tensor *ga = a->grads.v[i], *gb = b->grads.v[i];
+        if (ga == NULL && gb == NULL) continue;
+        char what[PROG_LABEL];
+        snprintf(what, sizeof what, "backward from %.31s: the .grad of input %.31s", p->value_names[p->backward],
+                 p->value_names[i]);
+        if (ga == NULL || gb == NULL) {
+            snprintf(why, (size_t)cap, "%s: %s vs %s", what, ga ? "set" : "none", gb ? "set" : "none");
+            return false;
+        }
+        kv_cmp_report rep;
+        if (kv_compare(ga, gb, &exact, NULL, &rep) != KV_OK) {
+            snprintf(why, (size_t)cap, "%s: %s", what, kv_last_error_message());
+            return false;
+        }
+        if (rep.mismatched > 0) {
+            kv_cmp_report_summary(&rep, what, why, cap);
+            kv_cmp_report_to_result(&rep, r);
+            return false;
+        }
+    }
     return true;
 }
 
-static void prog_free_run_release(prog_run *r) { kv_prog_values_free(&r->host); }
+static void prog_free_run_release(prog_run *r) {
+    kv_prog_values_free(&r->host);
+    kv_prog_values_free(&r->grads);
+}
 
 static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
     const prog_switches ambient = prog_switches_get();
@@ -522,16 +625,20 @@ static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
         if (r.status == KV_RESULT_PASS && runs[0].calls.fast + runs[0].calls.manual > 0)
             kv_check_result_set(&r, KV_RESULT_FAIL, "the slow run took the fast path %llu times",
                                 (unsigned long long)(runs[0].calls.fast + runs[0].calls.manual));
-        if (r.status == KV_RESULT_PASS && runs[1].calls.fast + runs[1].calls.manual == 0)
+        /* Under backward autograd is live on every step that touches an
+         * input, so the slow path is right there; elsewhere a program that
+         * never takes the fast path proves nothing about it. */
+        if (r.status == KV_RESULT_PASS && p->backward < 0 && ctx->c->modes == 0 &&
+            runs[1].calls.fast + runs[1].calls.manual == 0)
             kv_check_result_set(&r, KV_RESULT_FAIL, "fast path never fired in any of the %d steps", p->nsteps);
         r.fast_calls = (int64_t)runs[1].calls.fast;
         r.slow_calls = (int64_t)runs[1].calls.slow;
         r.manual_calls = (int64_t)runs[1].calls.manual;
         if (r.status == KV_RESULT_PASS)
             kv_check_result_set(&r, KV_RESULT_PASS,
-                                "%d steps equal bit for bit with fast paths on, killed and off (%llu fast, %llu manual, "
-                                "%llu slow calls)",
-                                p->nsteps, (unsigned long long)runs[1].calls.fast, (unsigned long long)runs[1].calls.manual,
+                                "%d steps%s equal bit for bit with fast paths on, killed and off (%llu fast, %llu "
+                                "manual, %llu slow calls)",
+                                p->nsteps, p->backward >= 0 ? " and the inputs' gradients" : "", (unsigned long long)runs[1].calls.fast, (unsigned long long)runs[1].calls.manual,
                                 (unsigned long long)runs[1].calls.slow);
         for (int i = 0; i < 3; i++) prog_free_run_release(&runs[i]);
         free(runs);

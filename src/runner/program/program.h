@@ -8,12 +8,13 @@
  * Format, one statement per line, `#` starts a comment:
  *
  *   program mlp                                  # the name (once, first)
- *   input x f32 [8,16]                           # NAME DTYPE SHAPE [fill=F] [domain=D]
+ *   input x f32 [8,16]                           # NAME DTYPE SHAPE [fill=F] [domain=D] [layout=L] [lazy=B]
  *   input w1 f32 16x32 fill=exact
  *   h = addmm(b1, x, w1)                         # NAME[, NAME...] = OP(ARGS)
  *   a = gelu(h, approximate=tanh)
  *   m, _, _ = native_layer_norm(a, [32], w, b, 1e-05)
  *   output a, m                                  # what the program returns
+ *   backward loss                                # optional: a one-element value
  *
  *   - OP is a full op name of kernels/ops.schema (add.Tensor, slice.Tensor);
  *   - ARGS are positional in schema order, then NAME=VALUE by schema name;
@@ -25,7 +26,18 @@
  *   - the left side names every tensor the op returns (`_` drops one);
  *   - SHAPE is the case grammar's ([8,16], 8x16, [] 0-dim, [0] the legacy
  *     empty tensor); fill is real (default), exact or special; domain is
- *     all (default), positive or nonzero;
+ *     all (default), positive or nonzero; layout is the case grammar's
+ *     c (default), t, s, o or b (runner/exec/inputs.h): where the input
+ *     is placed on a device (the truth and its golden never depend on
+ *     it; b makes the values repeat along dim 0 in every run); lazy is
+ *     neg, conj (complex only) or conj+neg: the input reaches accel
+ *     carrying those lazy bits over stored values that read back as the
+ *     same logical values (runner/exec/lazy_inputs.h), in the accel rows
+ *     only (backend kernels never see a lazy bit);
+ *   - `backward NAME` (at most once, after the steps) makes every floating
+ *     input require grad and runs backward from NAME, which must hold one
+ *     element (a scalar loss); the accel fast path check then compares
+ *     every step's requires_grad and grad_fn and every input's .grad too;
  *   - ops that write an argument (in-place, out=) are refused: a step's
  *     inputs are earlier values that later steps and the comparisons
  *     reuse, so nothing may change them.
@@ -58,6 +70,8 @@ typedef struct kv_prog_input {
     kv_shape shape;
     kv_fill fill;
     kv_fill_domain domain;
+    kv_layout layout;
+    unsigned lazy;               /* KV_CASE_LAZY_CONJ / _NEG bits */
 } kv_prog_input;
 
 typedef enum kv_prog_arg_kind {
@@ -96,6 +110,7 @@ typedef struct kv_program {
     kv_prog_step steps[KV_PROG_MAX_STEPS];
     int noutputs;
     int outputs[KV_PROG_MAX_VALUES];
+    int backward;                /* the loss value of `backward NAME`; -1 when none */
 } kv_program;
 
 /* Parses a .prog file (program_parse.c). On success *out is a new program

@@ -85,6 +85,7 @@ static kv_status pp_input_line(pp_state *st, const char *s) {
     memset(in, 0, sizeof *in);
     in->fill = KV_FILL_REAL;
     in->domain = KV_DOMAIN_ALL;
+    in->layout = KV_LAYOUT_CONTIGUOUS;
     const char *e;
     const char *w = pp_word(s, &e);
     const int n = pp_ident(w);
@@ -117,11 +118,36 @@ static kv_status pp_input_line(pp_state *st, const char *s) {
             else if (strcmp(buf + 7, "positive") == 0) in->domain = KV_DOMAIN_POSITIVE;
             else if (strcmp(buf + 7, "nonzero") == 0) in->domain = KV_DOMAIN_NONZERO;
             else return PP_ERR(st, w + 7, "unknown domain '%s' (all, positive or nonzero)", buf + 7);
+        } else if (strncmp(buf, "lazy=", 5) == 0) {
+            const char *l = buf + 5;
+            if (strcmp(l, "neg") == 0) in->lazy = KV_CASE_LAZY_NEG;
+            else if (strcmp(l, "conj") == 0) in->lazy = KV_CASE_LAZY_CONJ;
+            else if (strcmp(l, "conj+neg") == 0) in->lazy = KV_CASE_LAZY_CONJ | KV_CASE_LAZY_NEG;
+            else return PP_ERR(st, w + 5, "unknown lazy bits '%s' (neg, conj or conj+neg)", l);
+            if ((in->lazy & KV_CASE_LAZY_CONJ) && !kv_dtype_is_complex(in->dtype))
+                return PP_ERR(st, w + 5, "lazy=%s: the Conjugate bit needs a complex dtype", l);
+        } else if (strncmp(buf, "layout=", 7) == 0) {
+            if (kv_layout_parse(buf + 7, &in->layout) != 0)
+                return PP_ERR(st, w + 7, "unknown layout '%s' (c, t, s, o or b)", buf + 7);
         } else {
-            return PP_ERR(st, w, "unknown input option '%s' (fill= or domain=)", buf);
+            return PP_ERR(st, w, "unknown input option '%s' (fill=, domain=, layout= or lazy=)", buf);
         }
     }
     p->ninputs++;
+    return KV_OK;
+}
+
+static kv_status pp_backward_line(pp_state *st, const char *s) {
+    kv_program *p = st->p;
+    s = pp_skip_blank(s);
+    const int n = pp_ident(s);
+    if (n == 0) return PP_ERR(st, s, "expected the name of a scalar loss after 'backward'");
+    if (p->backward >= 0) return PP_ERR(st, st->text, "a program has at most one 'backward' line");
+    const int v = pp_find_value(p, s, n);
+    if (v < 0) return PP_ERR(st, s, "unknown value '%.*s'", n, s);
+    if (v < p->ninputs) return PP_ERR(st, s, "'%.*s' is an input: backward needs a value a step made", n, s);
+    if (*pp_skip_blank(s + n)) return PP_ERR(st, pp_skip_blank(s + n), "unexpected text after the loss");
+    p->backward = v;
     return KV_OK;
 }
 
@@ -196,6 +222,7 @@ static kv_status pp_arg(pp_state *st, const kv_arg *arg, const char *a, const ch
 static kv_status pp_step_line(pp_state *st, const char *s, const char *eq) {
     kv_program *p = st->p;
     if (p->nsteps >= KV_PROG_MAX_STEPS) return PP_ERR(st, st->text, "too many steps (at most %d)", KV_PROG_MAX_STEPS);
+    if (p->backward >= 0) return PP_ERR(st, st->text, "steps must come before the 'backward' line");
     kv_prog_step *step = &p->steps[p->nsteps];
     memset(step, 0, sizeof *step);
     /* The op first: the left side is checked against its returns. */
@@ -321,6 +348,7 @@ static kv_status pp_line(pp_state *st, char *line) {
         if (kw == 7 && strncmp(s, "program", 7) == 0) return pp_program_line(st, after);
         if (kw == 5 && strncmp(s, "input", 5) == 0) return pp_input_line(st, after);
         if (kw == 6 && strncmp(s, "output", 6) == 0) return pp_output_line(st, after);
+        if (kw == 8 && strncmp(s, "backward", 8) == 0) return pp_backward_line(st, after);
     }
     const char *eq = strchr(s, '=');
     const char *paren = strchr(s, '(');
@@ -334,6 +362,7 @@ kv_status kv_program_parse_text(const char *name, const char *text, kv_program *
     kv_program *p = calloc(1, sizeof *p);
     if (p == NULL) return kv_error(KV_ERR_OOM, "%s: out of memory", name);
     snprintf(p->path, sizeof p->path, "%s", name);
+    p->backward = -1;
     pp_state st = { name, 0, "", p };
     kv_status r = KV_OK;
     const char *s = text;
