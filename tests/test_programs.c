@@ -26,6 +26,7 @@
 #include "kv/kv.h"
 #include "runner/case/expand.h"
 #include "runner/check/check.h"
+#include "runner/check/check_fastpath.h"
 #include "runner/golden/golden.h"
 #include "runner/program/program.h"
 
@@ -99,6 +100,24 @@ static const parse_error_row parse_errors[] = {
     { HEAD "y = neg(x)\noutput y\nbackward x\n", "t.prog:5:10: 'x' is an input: backward needs a value a step made" },
     { HEAD "y = neg(x)\nbackward y\nz = neg(y)\noutput z\n", "t.prog:5:1: steps must come before the 'backward' line" },
     { HEAD "y = neg(x)\noutput y\nbackward y\nbackward y\n", "t.prog:6:1: a program has at most one 'backward' line" },
+    { HEAD "input w f32 [2] domain=odd\n", "t.prog:3:24: unknown domain 'odd' (all, positive or nonzero)" },
+    { HEAD "program q\n", "t.prog:3:1: the program is already named 'p'" },
+    { "input x f32 [2]\nprogram p\n", "t.prog:2:1: 'program NAME' must come before inputs and steps" },
+    { "program 9p\n", "t.prog:1:9: expected a program name after 'program'" },
+    { HEAD "input abcdefghijabcdefghijabcdefghijabcdefghij f32 [2]\n", NULL },
+    { HEAD "y = neg(x)\noutput y, y\n", "t.prog:4:11: 'y' is already an output" },
+    { HEAD "y = is_conj(x)\noutput y\n", "t.prog:3:5: is_conj does not return tensors only: programs chain tensor values" },
+    { HEAD "y = neg x\noutput y\n", "t.prog:3:9: expected '(' after the op name" },
+    { HEAD "y = neg(x) z\noutput y\n", "t.prog:3:12: unexpected text after ')'" },
+    { HEAD "y = neg(selfie=x)\noutput y\n", "t.prog:3:9: neg has no argument 'selfie'" },
+    { HEAD "y = neg(x, self=x)\noutput y\n", "t.prog:3:12: argument 'self' given twice" },
+    { HEAD "y = neg(none)\noutput y\n", "t.prog:3:9: argument 'self': a required tensor cannot be none" },
+    { HEAD "y = cat([x, q])\noutput y\n", "t.prog:3:13: unknown value 'q'" },
+    { HEAD "y = cat([])\noutput y\n", "t.prog:3:10: argument 'tensors': an empty tensor list" },
+    { HEAD "y = cat([x x])\noutput y\n", "t.prog:3:12: argument 'tensors': expected ',' or ']'" },
+    { HEAD "= neg(x)\noutput y\n", "t.prog:3:1: expected a value name (or _) before '='" },
+    { HEAD "y = (x)\noutput y\n", NULL },
+    { HEAD "y = neg(x)\noutput y\nbackward\n", NULL },
     { HEAD "frobnicate\n",
       "t.prog:3:1: expected 'program NAME', 'input NAME DTYPE SHAPE', 'NAME = OP(ARGS)' or 'output NAME'" },
 };
@@ -121,6 +140,37 @@ static void test_parse_errors(void **state) {
             fail();
         }
     }
+}
+
+/* Files: only regular files, without NUL bytes, of bounded size. */
+static void test_parse_files(void **state) {
+    (void)state;
+    kv_program *p = NULL;
+    assert_int_not_equal(kv_program_parse_file("/dev/zero", &p), KV_OK);
+    assert_string_equal(kv_last_error_message(), "/dev/zero: not a regular file (a program must be one)");
+    assert_int_not_equal(kv_program_parse_file("/nonexistent/x.prog", &p), KV_OK);
+    assert_string_equal(kv_last_error_message(), "/nonexistent/x.prog: cannot open the program");
+    char path[256];
+    snprintf(path, sizeof path, "%s/nul.prog", tmpdir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite("program a\0\n", 1, 12, f);
+    fclose(f);
+    assert_int_not_equal(kv_program_parse_file(path, &p), KV_OK);
+    assert_non_null(strstr(kv_last_error_message(), "contains a NUL byte"));
+    snprintf(path, sizeof path, "%s/big.prog", tmpdir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    for (int i = 0; i <= KV_PROG_MAX_FILE / 8; i++) fputs("#######\n", f);
+    fclose(f);
+    assert_int_not_equal(kv_program_parse_file(path, &p), KV_OK);
+    assert_non_null(strstr(kv_last_error_message(), "larger than"));
+    char line[2048];
+    memset(line, '#', sizeof line - 1);
+    line[sizeof line - 1] = '\0';
+    assert_int_not_equal(kv_program_parse_text("long.prog", line, &p), KV_OK);
+    assert_string_equal(kv_last_error_message(), "long.prog:1:1: line too long (at most 1023 characters)");
+    assert_null(p);
 }
 
 static void test_parse_ok(void **state) {
@@ -201,6 +251,12 @@ static void test_case_lines(void **state) {
 
     assert_int_not_equal(cases_in_tmp("--program=missing.prog\n", &cl), KV_OK);
     snprintf(want, sizeof want, "%s/t.case:1:11: --program: cannot open '%s/missing.prog'", tmpdir, tmpdir);
+    assert_string_equal(kv_last_error_message(), want);
+    kv_case_list_free(&cl);
+
+    assert_int_not_equal(cases_in_tmp("--program=/dev/zero\n", &cl), KV_OK);
+    snprintf(want, sizeof want, "%s/t.case:1:11: --program: '/dev/zero' is not a regular file (a program must be one)",
+             tmpdir);
     assert_string_equal(kv_last_error_message(), want);
     kv_case_list_free(&cl);
 
@@ -415,9 +471,191 @@ static void test_forced_gate_backward_names_step(void **state) {
     kv_result_list_free(&res);
 }
 
+/* The golden row against a store of its own: recorded under regen, then
+ * equal; a changed program (same name and seed, so the same key) whose
+ * step 2 now computes something else FAILs naming step 2; a program with
+ * another number of step outputs is ERROR; no store at all is ERROR; and
+ * under --golden=live a key with no entry is SKIP. */
+static void run_env(const char *text, const kv_run_env *env, kv_result_list *res) {
+    kv_case_list cl;
+    assert_int_equal(cases_in_tmp(text, &cl), KV_OK);
+    assert_int_equal(cl.n, 1);
+    memset(res, 0, sizeof *res);
+    kv_case_run(&cl.items[0], env, res);
+    kv_case_list_free(&cl);
+}
+
+static void test_golden_row(void **state) {
+    (void)state;
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/golden", tmpdir);
+    kv_golden_store *g = kv_golden_open(dir);
+    assert_non_null(g);
+    write_file("gold.prog", "program gold\ninput x f32 [3,4]\nh = neg(x)\na = gelu(h)\noutput a\n");
+    kv_run_env env = { g, true, NULL, KV_GOLDEN_MODE_STORE };
+    kv_result_list res;
+    run_env("--program=gold.prog\n", &env, &res);
+    const kv_check_result *r = row_of(&res, "golden");
+    assert_non_null(r);
+    assert_int_equal(r->status, KV_RESULT_PASS);
+    assert_non_null(strstr(r->message, "recorded 2 step outputs"));
+    assert_int_equal(res.n, 1); /* regeneration records only */
+    kv_result_list_free(&res);
+    assert_int_equal(kv_golden_save(g, true, NULL), KV_OK);
+
+    env.regen_golden = false;
+    run_env("--program=gold.prog\n", &env, &res);
+    assert_no_bad_row(&res);
+    assert_non_null(strstr(row_of(&res, "golden")->message, "2 step outputs of 2 steps equal the store"));
+    kv_result_list_free(&res);
+
+    write_file("gold.prog", "program gold\ninput x f32 [3,4]\nh = neg(x)\na = gelu(h, approximate=tanh)\noutput a\n");
+    run_env("--program=gold.prog\n", &env, &res);
+    r = row_of(&res, "golden");
+    if (r->status != KV_RESULT_FAIL || strstr(r->message, "step 2 (gelu, ") == NULL) {
+        dump_rows(&res);
+        fail();
+    }
+    kv_result_list_free(&res);
+
+    write_file("gold.prog", "program gold\ninput x f32 [3,4]\nh = neg(x)\noutput h\n");
+    run_env("--program=gold.prog\n", &env, &res);
+    r = row_of(&res, "golden");
+    assert_int_equal(r->status, KV_RESULT_ERROR);
+    assert_non_null(strstr(r->message, "the store has 2 outputs for key program:gold(), the program 1"));
+    kv_result_list_free(&res);
+
+    write_file("new.prog", "program new\ninput x f32 [3]\nh = neg(x)\noutput h\n");
+    run_env("--program=new.prog\n", &env, &res);
+    assert_int_equal(row_of(&res, "golden")->status, KV_RESULT_ERROR);
+    kv_result_list_free(&res);
+    env.golden_mode = KV_GOLDEN_MODE_LIVE;
+    run_env("--program=new.prog\n", &env, &res);
+    r = row_of(&res, "golden");
+    assert_int_equal(r->status, KV_RESULT_SKIP);
+    assert_non_null(strstr(r->message, "live reference: no stored golden for key program:new()"));
+    assert_int_equal(row_of(&res, "program:CPU/ref")->status, KV_RESULT_PASS);
+    kv_result_list_free(&res);
+
+    env.golden = NULL;
+    run_env("--program=new.prog\n", &env, &res);
+    assert_int_equal(row_of(&res, "golden")->status, KV_RESULT_ERROR);
+    kv_result_list_free(&res);
+    kv_golden_close(g);
+}
+
+/* A step the reference itself refuses (mm of [2,3] by [4,5]) is ERROR
+ * naming the step; so is a program file gone by the time the case runs. */
+static void test_reference_failure(void **state) {
+    (void)state;
+    write_file("shape.prog", "program shape\ninput a f32 [2,3]\ninput b f32 [4,5]\nn = neg(a)\ny = mm(n, b)\noutput y\n");
+    kv_result_list res;
+    run_text("--program=shape.prog\n", &res);
+    assert_int_equal(res.n, 1);
+    assert_string_equal(res.items[0].check, "program");
+    assert_int_equal(res.items[0].status, KV_RESULT_ERROR);
+    assert_non_null(strstr(res.items[0].message, "step 2 (mm, "));
+    assert_non_null(strstr(res.items[0].message, "the reference failed"));
+    kv_result_list_free(&res);
+
+    kv_case_list cl;
+    write_file("gone.prog", "program gone\ninput x f32 [3]\ny = neg(x)\noutput y\n");
+    assert_int_equal(cases_in_tmp("--program=gone.prog\n", &cl), KV_OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s/gone.prog", tmpdir);
+    assert_int_equal(unlink(path), 0);
+    const kv_run_env env = { store, false, NULL, KV_GOLDEN_MODE_AUTO };
+    memset(&res, 0, sizeof res);
+    kv_case_run(&cl.items[0], &env, &res);
+    assert_int_equal(res.n, 1);
+    assert_int_equal(res.items[0].status, KV_RESULT_ERROR);
+    if (strstr(res.items[0].message, "cannot open the program") == NULL) dump_rows(&res);
+    assert_non_null(strstr(res.items[0].message, "cannot open the program"));
+    kv_result_list_free(&res);
+    kv_case_list_free(&cl);
+}
+
+/* The kill switch kept on in the "on" runs (test-only): a program whose
+ * fast path never fires fails saying so, under both gates. */
+static void test_never_fired(void **state) {
+    (void)state;
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(line, sizeof line, "--program=%s/cases/programs/mlp.prog --device=accel\n", cwd);
+    kv_check_fastpath_kill_all_for_tests(true);
+    kv_result_list res;
+    run_text(line, &res);
+    kv_check_fastpath_kill_all_for_tests(false);
+    static const char *gates[] = { "fastpath:seed", "fastpath:exact" };
+    for (int g = 0; g < 2; g++) {
+        const kv_check_result *r = row_of(&res, gates[g]);
+        assert_non_null(r);
+        assert_int_equal(r->status, KV_RESULT_FAIL);
+        assert_string_equal(r->message, "fast path never fired in any of the 3 steps");
+    }
+    kv_result_list_free(&res);
+}
+
+/* More step outputs than a golden key holds (64) is ERROR, never a cut. */
+static void test_too_many_outputs(void **state) {
+    (void)state;
+    char text[4096];
+    int n = snprintf(text, sizeof text, "program many\ninput x f32 [2,3]\n");
+    for (int i = 0; i < 22; i++) n += snprintf(text + n, sizeof text - (size_t)n, "a%d, b%d, c%d = native_layer_norm(x, [3], none, none, 1e-05)\n", i, i, i);
+    snprintf(text + n, sizeof text - (size_t)n, "output a0\n");
+    write_file("many.prog", text);
+    kv_result_list res;
+    run_text("--program=many.prog\n", &res);
+    const kv_check_result *r = row_of(&res, "golden");
+    assert_non_null(r);
+    assert_int_equal(r->status, KV_RESULT_ERROR);
+    assert_string_equal(r->message, "more than 64 step outputs to store");
+    kv_result_list_free(&res);
+}
+
+/* backward from a value with more than one element: the slow run itself
+ * fails, so the rows are ERROR (a harness problem, not a fast path's). */
+static void test_backward_needs_scalar(void **state) {
+    (void)state;
+    write_file("vec.prog", "program vec\ninput x f32 [3]\ny = neg(x)\noutput y\nbackward y\n");
+    kv_result_list res;
+    run_text("--program=vec.prog --device=accel\n", &res);
+    const kv_check_result *r = row_of(&res, "fastpath:exact");
+    assert_non_null(r);
+    assert_int_equal(r->status, KV_RESULT_ERROR);
+    assert_non_null(strstr(r->message, "the slow run failed"));
+    assert_non_null(strstr(r->message, "backward from y"));
+    kv_result_list_free(&res);
+}
+
+/* The forced gate in a training program without lazy bits: the forward
+ * mm runs on the target directly, autograd records nothing, and the row
+ * names step 2 (mm) by its requires_grad and grad_fn. */
+static void test_forced_gate_grad_fn(void **state) {
+    (void)state;
+    write_file("train.prog", "program train\ninput x f32 [4,5]\ninput w f32 [5,3]\n"
+                             "n = neg(x)\nm = mm(n, w)\nl = sum.dim_IntList(m, none)\noutput l\nbackward l\n");
+    kv_result_list res;
+    run_text("--program=train.prog --device=accel\n", &res);
+    assert_no_bad_row(&res);
+    kv_result_list_free(&res);
+    kv_accel_gate_force_for_tests(true);
+    run_text("--program=train.prog --device=accel\n", &res);
+    kv_accel_gate_force_for_tests(false);
+    const kv_check_result *r = row_of(&res, "fastpath:exact");
+    assert_non_null(r);
+    if (r->status != KV_RESULT_FAIL || strstr(r->message, "step 1 (neg, ") == NULL ||
+        strstr(r->message, "grad_fn") == NULL) {
+        dump_rows(&res);
+        fail();
+    }
+    kv_result_list_free(&res);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_files),
         cmocka_unit_test(test_parse_ok),
         cmocka_unit_test(test_case_lines),
         cmocka_unit_test(test_suite_programs_pass),
@@ -425,6 +663,12 @@ int main(void) {
         cmocka_unit_test(test_broken_fast_path_names_step),
         cmocka_unit_test(test_forced_gate_names_step),
         cmocka_unit_test(test_forced_gate_backward_names_step),
+        cmocka_unit_test(test_golden_row),
+        cmocka_unit_test(test_reference_failure),
+        cmocka_unit_test(test_never_fired),
+        cmocka_unit_test(test_too_many_outputs),
+        cmocka_unit_test(test_backward_needs_scalar),
+        cmocka_unit_test(test_forced_gate_grad_fn),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

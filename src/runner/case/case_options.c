@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kv/device.h"
 #include "kv/dispatch.h"
@@ -157,9 +158,10 @@ static kv_status kv_program_apply(kv_case *c, const kv_option_ctx *ctx, const in
         snprintf(c->program, sizeof c->program, "%s", alt->text);
     else
         snprintf(c->program, sizeof c->program, "%.*s/%s", (int)(slash - file), file, alt->text);
-    FILE *f = fopen(c->program, "rb");
-    if (f == NULL) return KV_OPT_ERR(ctx, alt->cols[0], "--program: cannot open '%s'", c->program);
-    fclose(f);
+    struct stat sb;
+    if (stat(c->program, &sb) != 0) return KV_OPT_ERR(ctx, alt->cols[0], "--program: cannot open '%s'", c->program);
+    if (!S_ISREG(sb.st_mode))
+        return KV_OPT_ERR(ctx, alt->cols[0], "--program: '%s' is not a regular file (a program must be one)", c->program);
     kv_program *p = NULL;
     const kv_status st = kv_program_parse_file(c->program, &p);
     if (st != KV_OK) return st;

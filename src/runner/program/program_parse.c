@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "runner/case/case_args.h"
 #include "runner/case/spec.h"
@@ -398,6 +399,13 @@ kv_status kv_program_parse_text(const char *name, const char *text, kv_program *
 
 kv_status kv_program_parse_file(const char *path, kv_program **out) {
     *out = NULL;
+    /* A program is text: a FIFO or device (/dev/zero) would be read until
+     * the size limit or block, so only regular files are read, as for
+     * case files. stat first: opening a FIFO would block. */
+    struct stat sb;
+    if (stat(path, &sb) != 0) return kv_error(KV_ERR_INVALID_ARG, "%s: cannot open the program", path);
+    if (!S_ISREG(sb.st_mode))
+        return kv_error(KV_ERR_INVALID_ARG, "%s: not a regular file (a program must be one)", path);
     FILE *f = fopen(path, "rb");
     if (f == NULL) return kv_error(KV_ERR_INVALID_ARG, "%s: cannot open the program", path);
     char *buf = malloc(KV_PROG_MAX_FILE + 1);
