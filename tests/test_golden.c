@@ -18,6 +18,7 @@
 
 #include "kv/npy.h"
 #include "kv/tensor.h"
+#include "runner/golden/exact.h"
 #include "runner/golden/golden.h"
 #include "runner/golden/hash.h"
 
@@ -789,9 +790,37 @@ static void test_manifest_malformed_lines(void **state) {
     expect_manifest_error("", "MANIFEST:1: empty file");
 }
 
+/* The exact generator's families (runner/golden/exact.h): the ops of each
+ * map to it, an op it does not recompute is exact in double (ref), and
+ * every family has a name of its own (messages and stats name them). */
+static void test_exact_families(void **state) {
+    (void)state;
+    static const struct {
+        const char *op;
+        kv_exact_family family;
+        const char *name;
+    } rows[] = {
+        { "neg", KV_EXACT_REF, "ref" },
+        { "gelu", KV_EXACT_UNARY, "unary" },
+        { "add.Tensor", KV_EXACT_BINARY, "binary" },
+        { "gelu_backward", KV_EXACT_GELU_BACKWARD, "gelu_backward" },
+        { "sum.dim_IntList", KV_EXACT_REDUCE, "reduce" },
+        { "addmm", KV_EXACT_MATMUL, "matmul" },
+        { "_softmax", KV_EXACT_SOFTMAX, "softmax" },
+        { "native_layer_norm", KV_EXACT_NORM, "norm" },
+        { "unfold_backward", KV_EXACT_SCATTER, "scatter" },
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        assert_int_equal(kv_exact_family_of(rows[i].op), rows[i].family);
+        assert_string_equal(kv_exact_family_name(rows[i].family), rows[i].name);
+    }
+    assert_string_equal(kv_exact_family_name((kv_exact_family)99), "?");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash_helpers),
+        cmocka_unit_test(test_exact_families),
         cmocka_unit_test(test_missing_manifest_is_empty_store),
         cmocka_unit_test(test_put_save_reopen_ok),
         cmocka_unit_test(test_corrupt_file),

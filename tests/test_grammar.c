@@ -466,7 +466,7 @@ static void test_batch_cycle_and_depth(void **state) {
 static void test_errors_options(void **state) {
     (void)state;
     expect_error("--op=neg --shape=4 --foo=1\n",
-                 "t.case:1:20: unknown option '--foo' (options: op, dtype, shape, layout, args, fill, "
+                 "t.case:1:20: unknown option '--foo' (options: op, program, dtype, shape, layout, args, fill, "
                  "seed, device, lazy, mode, check, tol, expect, batch, reset)");
     expect_error_code("--op=nag --shape=4\n", KV_ERR_UNKNOWN_OP, "t.case:1:6: --op: unknown op 'nag'");
     expect_error_code("--shape=4\n--op=neg,add --dtype=f32\n", KV_ERR_UNKNOWN_OP,

@@ -130,6 +130,10 @@ typedef struct kv_case {
     kv_tolerance tol;
     kv_status expect;            /* KV_OK: must pass; else the error code it must raise */
     kv_case_origin origin;
+    /* A program case (--program=, runner/program/program.h): the .prog
+     * path as resolved against the case file; "" for a one-op case. Its
+     * `op` is "program:NAME" and it has no tensor inputs of its own. */
+    char program[256];
 } kv_case;
 
 /* Canonical case ID: op(key=value,...) with keys in a fixed order, default

@@ -86,8 +86,12 @@ int kv_case_repro(const kv_case *c, char *buf, int cap) {
     int n = 0;
     if (cap > 0) buf[0] = '\0';
     kv_case_put(buf, cap, &n, "%s", kv_case_repro_prefix());
-    snprintf(word, sizeof word, "--op=%s", c->op);
-    kv_put_word(buf, cap, &n, word);
+    /* A program case's op ("program:NAME") is not an op: its --program=
+     * row below says what to run. */
+    if (c->program[0] == '\0') {
+        snprintf(word, sizeof word, "--op=%s", c->op);
+        kv_put_word(buf, cap, &n, word);
+    }
     for (int r = 0; r < kv_case_option_count; r++) {
         const kv_option_row *row = &kv_case_options[r];
         if (!(row->text & KV_TEXT_IN_REPRO) || row->format == NULL) continue;

@@ -365,6 +365,15 @@ kv_status kv_case_mode_apply(kv_case *c, const kv_option_ctx *ctx, const int *ch
     unsigned m;
     kv_status st = mode_parse(ctx, alt, &m);
     if (st != KV_OK || m == 0) return st;
+    if (c->program[0] != '\0') {
+        /* A program case (runner/program/program.h): its accel free runs
+         * run under the modes. vmap would batch every step's inputs, which
+         * they do not do yet. */
+        if (m & (1u << KV_MODE_VMAP))
+            return KV_OPT_ERR(ctx, alt->cols[0], "--mode=%s: vmap is not supported on a --program= line yet", alt->text);
+        c->modes = m;
+        return KV_OK;
+    }
     const kv_schema *s = ctx->schema;
     if (c->ninputs == 0) {
         if (ctx->inherited || !kv_schema_is_factory(s)) return KV_OK;

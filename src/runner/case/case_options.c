@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kv/device.h"
 #include "kv/dispatch.h"
 #include "runner/case/case_args.h"
+#include "runner/case/grammar.h"
+#include "runner/program/program.h"
 
 /* ---- defaults ---- */
 
@@ -132,6 +135,49 @@ static kv_status kv_op_check(const kv_option_ctx *ctx, int axis, const kv_spec_a
 static kv_status kv_op_apply(kv_case *c, const kv_option_ctx *ctx, const int *choice) {
     snprintf(c->op, sizeof c->op, "%s", kv_chosen(ctx, choice, 0)->text);
     return KV_OK;
+}
+
+/* ---- program ---- */
+
+static kv_status kv_program_check(const kv_option_ctx *ctx, int axis, const kv_spec_alt *alt) {
+    (void)axis;
+    if (alt->text[0] == '\0') return KV_OPT_ERR(ctx, alt->cols[0], "--program: empty path");
+    if (strlen(alt->text) >= 200) return KV_OPT_ERR(ctx, alt->cols[0], "--program: path too long");
+    return KV_OK;
+}
+
+/* The path relative to the case file's directory, as --batch does, so a
+ * case file and its programs move together. Parsing here (not when the
+ * case runs) makes a broken program a FILE:LINE:COL error before anything
+ * runs (kvrun exit 2). */
+static kv_status kv_program_apply(kv_case *c, const kv_option_ctx *ctx, const int *choice) {
+    const kv_spec_alt *alt = kv_chosen(ctx, choice, 0);
+    const char *file = ctx->opt->file;
+    const char *slash = strrchr(file, '/');
+    if (alt->text[0] == '/' || strcmp(file, KV_GRAMMAR_CMDLINE) == 0 || slash == NULL)
+        snprintf(c->program, sizeof c->program, "%s", alt->text);
+    else
+        snprintf(c->program, sizeof c->program, "%.*s/%s", (int)(slash - file), file, alt->text);
+    struct stat sb;
+    if (stat(c->program, &sb) != 0) return KV_OPT_ERR(ctx, alt->cols[0], "--program: cannot open '%s'", c->program);
+    if (!S_ISREG(sb.st_mode))
+        return KV_OPT_ERR(ctx, alt->cols[0], "--program: '%s' is not a regular file (a program must be one)", c->program);
+    kv_program *p = NULL;
+    const kv_status st = kv_program_parse_file(c->program, &p);
+    if (st != KV_OK) return st;
+    snprintf(c->op, sizeof c->op, "program:%s", p->name);
+    kv_program_free(p);
+    return KV_OK;
+}
+
+static int kv_program_format(const kv_case *c, const kv_schema *s, kv_text_form form, char *buf, int cap) {
+    (void)s;
+    (void)form;
+    if (c->program[0] == '\0') {
+        if (cap > 0) buf[0] = '\0';
+        return 0;
+    }
+    return snprintf(buf, (size_t)cap, "%s", c->program);
 }
 
 /* ---- dtype ---- */
@@ -536,6 +582,10 @@ static kv_status kv_expect_apply(kv_case *c, const kv_option_ctx *ctx, const int
  * New keys (lazy=, mode=) go after device, in the order they should print. */
 const kv_option_row kv_case_options[] = {
     { "op", KV_SPLIT_LIST, 0, 0, kv_op_check, kv_op_apply, NULL, NULL },
+    /* A program case instead of an op (runner/program/program.h). Not in
+     * the golden key: the op text "program:NAME" is, so the goldens do not
+     * depend on where the suite is run from (names are unique in cases/). */
+    { "program", KV_SPLIT_LIST, 0, KV_ID_REPRO, kv_program_check, kv_program_apply, NULL, kv_program_format },
     { "dtype", KV_SPLIT_LIST, 2, KV_ID_GOLDEN_REPRO, kv_dtype_check, kv_dtype_apply, NULL,
       kv_case_format_dtype },
     { "shape", KV_SPLIT_LIST, 1, KV_ID_GOLDEN_REPRO, kv_shape_check, kv_shape_apply, kv_shape_finish,
@@ -578,3 +628,5 @@ int kv_case_option_find(const char *name) {
 }
 
 int kv_case_option_op_row(void) { return 0; }
+
+int kv_case_option_program_row(void) { return 1; }

@@ -53,6 +53,7 @@ static kv_status kv_one_case(const kv_case_spec *spec, const int *idx, const kv_
             ctx.inherited = spec->inherited[r];
             if ((st = row->apply(&c, &ctx, &idx[ax->first[r]])) != KV_OK) return st;
         }
+        if (stage == 0 && c.program[0] != '\0') continue; /* no op: only program, seed, device apply */
         if (stage == 0) {
             const kv_spec_option *op = spec->opts[kv_case_option_op_row()];
             ctx.op = kv_op_find(c.op);
@@ -63,7 +64,7 @@ static kv_status kv_one_case(const kv_case_spec *spec, const int *idx, const kv_
             ctx.schema = kv_op_schema(ctx.op);
         }
     }
-    for (int r = 0; r < kv_case_option_count; r++) {
+    for (int r = 0; r < kv_case_option_count && c.program[0] == '\0'; r++) {
         const kv_option_row *row = &kv_case_options[r];
         if (row->finish == NULL) continue;
         ctx.opt = spec->opts[r];
@@ -74,11 +75,63 @@ static kv_status kv_one_case(const kv_case_spec *spec, const int *idx, const kv_
     return kv_case_list_push(out, &c);
 }
 
+/* The options a program case takes: the program declares its inputs,
+ * arguments and fills, and runs its own checks (check_program.c); modes
+ * apply to its accel free runs. */
+static kv_status kv_expand_axes(const kv_case_spec *spec, kv_case_list *out);
+
+static bool kv_program_row_ok(const char *name) {
+    return strcmp(name, "program") == 0 || strcmp(name, "seed") == 0 || strcmp(name, "device") == 0 ||
+           strcmp(name, "mode") == 0;
+}
+
+/* A --program= line: its own options must be ones a program takes (an
+ * error names the first other one); those it inherits from defaults lines
+ * and --batch lines are meant for op lines and are dropped, so they
+ * neither fail nor multiply the program's cases. */
+static kv_status kv_program_spec(const kv_case_spec *spec, kv_case_spec *own) {
+    kv_case_spec_copy(own, spec);
+    for (int r = 0; r < kv_case_option_count; r++) {
+        kv_spec_option *o = own->opts[r];
+        if (o == NULL || kv_program_row_ok(kv_case_options[r].name)) continue;
+        if (!own->inherited[r]) {
+            const kv_status st =
+                kv_spec_error(KV_ERR_INVALID_ARG, o->file, o->line, o->col,
+                              "--%s: not valid on a --program= line (the program declares its inputs and arguments)",
+                              kv_case_options[r].name);
+            kv_case_spec_clear(own);
+            return st;
+        }
+        kv_spec_option_release(o);
+        own->opts[r] = NULL;
+        own->inherited[r] = false;
+    }
+    return KV_OK;
+}
+
 kv_status kv_spec_expand(const kv_case_spec *spec, kv_case_list *out) {
+    if (spec->opts[kv_case_option_program_row()] != NULL && spec->opts[kv_case_option_op_row()] == NULL) {
+        kv_case_spec own;
+        kv_status st = kv_program_spec(spec, &own);
+        if (st != KV_OK) return st;
+        st = kv_expand_axes(&own, out);
+        kv_case_spec_clear(&own);
+        return st;
+    }
+    if (spec->opts[kv_case_option_program_row()] != NULL) {
+        const kv_spec_option *o = spec->opts[kv_case_option_program_row()];
+        return kv_spec_error(KV_ERR_INVALID_ARG, o->file, o->line, o->col,
+                             "--program and --op on one line: a case runs an op or a program");
+    }
     if (spec->opts[kv_case_option_op_row()] == NULL) {
         return kv_spec_error(KV_ERR_INVALID_ARG, spec->origin.file, spec->origin.line, 1,
                              "a case line needs --op=");
     }
+    return kv_expand_axes(spec, out);
+}
+
+/* The odometer over every axis of the spec (one-op and program lines). */
+static kv_status kv_expand_axes(const kv_case_spec *spec, kv_case_list *out) {
     kv_axes ax = { 0 };
     long long total = 1;
     for (int r = 0; r < kv_case_option_count; r++) {

@@ -380,7 +380,8 @@ static kv_status kv_line_add_token(kv_line *ln, const char *file, const kv_tok *
     } else {
         ln->opts[row] = o;
         if (ln->first_opt_col == 0) ln->first_opt_col = t->col;
-        if (row == kv_case_option_op_row()) ln->op_col = t->col;
+        if (row == kv_case_option_op_row() || (row == kv_case_option_program_row() && ln->op_col == 0))
+            ln->op_col = t->col;
     }
     return KV_OK;
 }
@@ -508,7 +509,8 @@ static kv_status kv_include(kv_gstate *g, const char *from, bool from_cmdline, i
 static kv_status kv_do_line(kv_gstate *g, const char *file, bool cmdline, int line, kv_line *ln,
                             kv_case_spec *defaults, const kv_case_spec *inherited) {
     const int op_row = kv_case_option_op_row();
-    const bool has_op = ln->opts[op_row] != NULL;
+    /* --program= makes a case line too: a program case. */
+    const bool has_op = ln->opts[op_row] != NULL || ln->opts[kv_case_option_program_row()] != NULL;
     if (ln->reset) {
         /* Back to what the file was included with: a --batch line's
          * options (cases/accel.case's --device=accel) outlive the

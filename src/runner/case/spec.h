@@ -159,5 +159,8 @@ extern const int kv_case_option_count;
 int kv_case_option_find(const char *name);
 /* Row index of `op`, the option that makes a line a case line. */
 int kv_case_option_op_row(void);
+/* Row index of `program`, the other option that makes a line a case line
+ * (runner/program/program.h). */
+int kv_case_option_program_row(void);
 
 #endif

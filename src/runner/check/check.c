@@ -9,6 +9,7 @@
 #include "runner/check/check.h"
 #include "runner/check/check_util.h"
 #include "runner/exec/inflight.h"
+#include "runner/program/program.h"
 #include "runner/report/dump.h"
 
 static const kv_check kv_checks[] = {
@@ -49,6 +50,11 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
     if (c == NULL || results == NULL) return;
     static const kv_run_env no_env = { NULL, false, NULL, KV_GOLDEN_MODE_AUTO };
     kv_check_ctx ctx = { c, NULL, env ? env : &no_env, results };
+    /* A program case is no op: it runs its own rows (check_program.c). */
+    if (c->program[0] != '\0') {
+        kv_check_program_run(&ctx);
+        return;
+    }
     const unsigned checks = c->checks ? c->checks : kv_case_default_checks(c->expect);
     ctx.op = kv_op_find(c->op);
     if (ctx.op == NULL) {

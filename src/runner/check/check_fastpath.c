@@ -98,6 +98,7 @@ void kv_check_fastpath_set_gates(unsigned gates) {
 unsigned kv_check_fastpath_gates(void) { return g_gates; }
 
 void kv_check_fastpath_kill_all_for_tests(bool on) { g_kill_all_for_tests = on; }
+bool kv_check_fastpath_killed_for_tests(void) { return g_kill_all_for_tests; }
 
 /* ---- configurations ---- */
 

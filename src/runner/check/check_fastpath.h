@@ -27,5 +27,8 @@ unsigned kv_check_fastpath_gates(void);
  * uses it to prove that a plain case then fails with "fast path never
  * fired". Process wide; never set outside tests. */
 void kv_check_fastpath_kill_all_for_tests(bool on);
+/* Whether it is on: the program cases' fastpath rows honour it too
+ * (check_program.c). */
+bool kv_check_fastpath_killed_for_tests(void);
 
 #endif

@@ -60,6 +60,12 @@ const char *kv_exact_family_name(kv_exact_family f);
  * case's op; the inputs are rebuilt fresh (in-place ops mutated the
  * reference's). stats may be NULL. */
 kv_status kv_exact_golden(const kv_case *c, const kv_op *op, kv_case_outputs *out, kv_exact_stats *stats);
+/* The same over inputs the caller made (contiguous CPU tensors, with the
+ * case's boxed arguments): a program step, whose inputs are earlier
+ * steps' values rather than a fill (runner/program/program.h). `c`
+ * describes the step as a one-op case (its args, dtypes, shapes). */
+kv_status kv_exact_golden_given(const kv_case *c, const kv_op *op, kv_case_inputs *in, kv_case_outputs *out,
+                                kv_exact_stats *stats);
 
 /* Clears the sign bit of every NaN element of the floating outputs. The
  * default NaN an invalid operation makes is ISA-specific (x86: negative,
