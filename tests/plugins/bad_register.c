@@ -29,10 +29,7 @@ KV_BACKEND_EXPORT int kv_backend_entry(kv_backend_desc *desc, int abi_version) {
     desc->device_type = KV_DEVICE_PLUGIN2;
     desc->available = 1;
     desc->host_addressable = 1;
-    desc->mem.alloc = host_mem_alloc;
-    desc->mem.free = host_mem_free;
-    desc->mem.copy_to_device = host_mem_copy;
-    desc->mem.copy_to_host = host_mem_copy;
+    host_mem_install(desc);
     desc->register_kernels = reg;
     return 0;
 }
