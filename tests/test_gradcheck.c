@@ -254,6 +254,21 @@ CASE(c_expand) { p_t(b, rnd(b, IL(3, 1), -1, 1)); p_ints(b, IL(2, 3, 4)); p_bool
 CASE(c_as_strided) { p_t(b, rnd(b, IL(6), -1, 1)); p_ints(b, IL(2, 2)); p_ints(b, IL(1, 2)); p_int(b, 1); }
 CASE(c_as_strided_overlap) { p_t(b, rnd(b, IL(4), -1, 1)); p_ints(b, IL(3, 2)); p_ints(b, IL(1, 1)); p_none(b); }
 CASE(c_unfold) { p_t(b, rnd(b, IL(2, 5), -1, 1)); p_int(b, 1); p_int(b, 2); p_int(b, 1); }
+/* The mask broadcasts self from [3] to [2, 3]: self's gradient is the sum
+ * of the unmasked rows. */
+CASE(c_masked_fill) {
+    p_t(b, rnd(b, IL(3), -1, 1));
+    p_t(b, vals(b, IL(2, 3), KV_BOOL, (const bool[]){ true, false, false, false, true, false }));
+    p_scalar(b, kv_scalar_double(2));
+}
+CASE(c_masked_fill_) {
+    p_t(b, rnd(b, IL(2, 3), -1, 1));
+    p_t(b, vals(b, IL(3), KV_BOOL, (const bool[]){ false, true, false }));
+    p_scalar(b, kv_scalar_double(-1));
+}
+/* Prepended dims and tiles in every dim: each input element gets the sum
+ * of its 12 copies' gradients. */
+CASE(c_repeat) { p_t(b, rnd(b, IL(2, 3), -1, 1)); p_ints(b, IL(2, 3, 2)); }
 
 typedef struct gc_case {
     const char *op;
@@ -295,6 +310,9 @@ static const gc_case k_cases[] = {
     { "clamp.Tensor", c_clamp_tensor },
     { "clamp_.Tensor", c_clamp_tensor },
     { "where.self", c_where },
+    { "masked_fill.Scalar", c_masked_fill },
+    { "masked_fill_.Scalar", c_masked_fill_ },
+    { "repeat", c_repeat },
     { "sum.dim_IntList", c_sum },
     { "sum.dim_IntList", c_sum_all },
     { "mean.dim", c_mean },

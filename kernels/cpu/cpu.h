@@ -57,6 +57,10 @@ kv_tensor *kv_cpu_new(const int64_t *sizes, int ndim, kv_dtype dt);
 bool kv_cpu_same_storage(const kv_tensor *a, const kv_tensor *b);
 /* Copies t (any strides) into contiguous dst memory of the same dtype. */
 void kv_cpu_gather(const kv_tensor *t, void *dst);
+/* Whether Scalar s converts into dt without the reference's overflow
+ * error, for the cases a direct variant handles (cpu_copy.c); false
+ * leaves the call to the reference. */
+bool kv_cpu_scalar_fits(kv_scalar s, kv_dtype dt);
 /* Strided N-d copy of equal-dtype elements: dst and src share sizes. */
 void kv_cpu_copy_strided(char *dst, const int64_t *dst_strides, const char *src, const int64_t *src_strides,
                          const int64_t *sizes, int ndim, size_t esize);
@@ -100,6 +104,12 @@ bool kv_cpu_view_pred(const kv_op *op, const kv_stack *stack);
 kv_status kv_cpu_view_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
 bool kv_cpu_lazy_pred(const kv_op *op, const kv_stack *stack);
 kv_status kv_cpu_lazy_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
+/* cpu_repeat.c: repeat */
+bool kv_cpu_repeat_pred(const kv_op *op, const kv_stack *stack);
+kv_status kv_cpu_repeat_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
+/* cpu_masked_fill.c: masked_fill.Scalar, masked_fill_.Scalar */
+bool kv_cpu_masked_fill_pred(const kv_op *op, const kv_stack *stack);
+kv_status kv_cpu_masked_fill_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
 /* cpu_backward.c: the scatter-add backward ops */
 bool kv_cpu_backward_pred(const kv_op *op, const kv_stack *stack);
 kv_status kv_cpu_backward_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);

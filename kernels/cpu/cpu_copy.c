@@ -70,8 +70,7 @@ static double cp_float_max(kv_dtype dt) {
     return DBL_MAX;
 }
 
-/* Whether s converts into dt without the reference's overflow error. */
-static bool cp_scalar_fits(kv_scalar s, kv_dtype dt) {
+bool kv_cpu_scalar_fits(kv_scalar s, kv_dtype dt) {
     if (dt == KV_BOOL || s.kind == KV_SCALAR_BOOL) return true;
     double re, im;
     kv_scalar_to_complex(s, &re, &im);
@@ -228,7 +227,7 @@ bool kv_cpu_copy_pred(const kv_op *op, const kv_stack *s) {
     switch (kv_op_builtin_id(op)) {
     case KV_OP_FILL__SCALAR:
         return cp_tensor(s, 0, &a) && s->size >= 2 && s->slots[1].tag == KV_IV_SCALAR &&
-               cp_scalar_fits(s->slots[1].v.scalar, a->dtype);
+               kv_cpu_scalar_fits(s->slots[1].v.scalar, a->dtype);
     case KV_OP_ZERO_: return cp_tensor(s, 0, &a);
     case KV_OP_COPY_: {
         if (!cp_tensor(s, 0, &a) || !cp_tensor(s, 1, &b) || a->dtype != b->dtype || a->storage == b->storage) return false;
@@ -261,7 +260,7 @@ bool kv_cpu_copy_pred(const kv_op *op, const kv_stack *s) {
                                   : v.kind == KV_SCALAR_INT ? KV_I64
                                   : v.kind == KV_SCALAR_DOUBLE ? KV_F32
                                                                : KV_C64;
-        return cp_opt_dtype(s, 2, inferred, &dt) && cp_options(s, 3, 4, 5) && cp_scalar_fits(v, dt);
+        return cp_opt_dtype(s, 2, inferred, &dt) && cp_options(s, 3, 4, 5) && kv_cpu_scalar_fits(v, dt);
     }
     case KV_OP_ARANGE: {
         if (s->size < 5 || s->slots[0].tag != KV_IV_SCALAR) return false;

@@ -79,6 +79,8 @@ static const cpu_variant cpu_variants[] = {
     /* backward */
     DIRECT("as_strided_backward", backward), DIRECT("unfold_backward", backward),
     DIRECT("index_select_backward", backward), DIRECT("embedding_dense_backward", backward),
+    /* foreach, repeat, masked_fill, random */
+    DIRECT("repeat", repeat), DIRECT("masked_fill.Scalar", masked_fill), DIRECT("masked_fill_.Scalar", masked_fill),
 };
 
 kv_status kv_cpu_variants_register(void) {

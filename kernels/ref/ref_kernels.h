@@ -107,4 +107,9 @@ KV_REF_KERNEL(unfold_backward); /* unfold_backward */
 KV_REF_KERNEL(index_select_backward); /* index_select_backward */
 KV_REF_KERNEL(embedding_dense_backward); /* embedding_dense_backward */
 
+/* foreach, repeat, masked_fill, random */
+KV_REF_KERNEL(masked_fill); /* masked_fill.Scalar */
+KV_REF_KERNEL(masked_fill_); /* masked_fill_.Scalar */
+KV_REF_KERNEL(repeat); /* repeat */
+
 #endif

@@ -95,6 +95,9 @@ static kv_kernel_fn ref_kernel_for(kv_op_id id) {
     case KV_OP_UNFOLD_BACKWARD: return kv_ref_unfold_backward;
     case KV_OP_INDEX_SELECT_BACKWARD: return kv_ref_index_select_backward;
     case KV_OP_EMBEDDING_DENSE_BACKWARD: return kv_ref_embedding_dense_backward;
+    case KV_OP_MASKED_FILL_SCALAR: return kv_ref_masked_fill;
+    case KV_OP_MASKED_FILL__SCALAR: return kv_ref_masked_fill_;
+    case KV_OP_REPEAT: return kv_ref_repeat;
     case KV_OP_COUNT: break;
     }
     return NULL;

@@ -41,6 +41,8 @@ const kv_ag_formula kv_ag_formulas[] = {
     { "clamp_.Tensor", "ClampBackward0", kv_ag_f_clamp_tensor, B(0) | B(1) | B(2), 0, 0 },
     /* selection */
     { "where.self", "WhereBackward0", kv_ag_f_where, B(0), 0, 0 },
+    { "masked_fill.Scalar", "MaskedFillBackward0", kv_ag_f_masked_fill, B(1), 0, 0 },
+    { "masked_fill_.Scalar", "MaskedFillBackward0", kv_ag_f_masked_fill, B(1), 0, 0 },
     /* reductions */
     { "sum.dim_IntList", "SumBackward1", kv_ag_f_sum, 0, 0, 0 },
     { "mean.dim", "MeanBackward1", kv_ag_f_mean, 0, 0, 0 },
@@ -82,6 +84,7 @@ const kv_ag_formula kv_ag_formulas[] = {
     { "expand", "ExpandBackward0", kv_ag_f_expand, 0, 0, 0 },
     { "as_strided", "AsStridedBackward0", kv_ag_f_as_strided, 0, 0, 0 },
     { "unfold", "UnfoldBackward0", kv_ag_f_unfold, 0, 0, 0 },
+    { "repeat", "RepeatBackward0", kv_ag_f_repeat, 0, 0, 0 },
     /* lazy bits */
     { "conj", "ConjBackward0", kv_ag_f_conj, 0, 0, 0 },
     { "_conj", "ConjBackward0", kv_ag_f_conj, 0, 0, 0 },

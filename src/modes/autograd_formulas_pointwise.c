@@ -256,6 +256,16 @@ kv_status kv_ag_f_where(kv_ag_fctx *c) {
     return KV_OK;
 }
 
+/* masked_fill.Scalar / masked_fill_.Scalar (self, mask, value): the
+ * filled elements no longer depend on self; mask is not differentiable.
+ * The engine sums the gradient down to self's shape when mask broadcast
+ * it. */
+kv_status kv_ag_f_masked_fill(kv_ag_fctx *c) {
+    kv_tensor *g = kv_ag_grad(c, 0);
+    if (kv_ag_needs(c, 0)) kv_ag_set(c, 0, kv_ag_mask_not(c, kv_ag_saved(c, 1), g));
+    return KV_OK;
+}
+
 /* fill_ / zero_ (and copy_'s self): the old values no longer matter. */
 kv_status kv_ag_f_zero_self(kv_ag_fctx *c) {
     kv_tensor *g = kv_ag_grad(c, 0);

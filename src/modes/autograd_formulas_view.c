@@ -180,3 +180,43 @@ kv_status kv_ag_f_unfold(kv_ag_fctx *c) {
                                                      kv_ag_arg(c, 3)->v.i)));
     return KV_OK;
 }
+
+/* repeat (self, repeats): output dim d holds repeats[d] tiles of the
+ * (padded) input dim d, so the input gradient sums the tiles. One dim at
+ * a time: [.., r*s, ..] is reshaped to [.., r, s, ..] and summed over r
+ * (one extra dim at most, so a KV_MAX_DIMS-dim output still fits when
+ * some repeats are 1); the prepended dims of size 1 are dropped last. */
+kv_status kv_ag_f_repeat(kv_ag_fctx *c) {
+    if (!kv_ag_needs(c, 0)) return KV_OK;
+    const kv_ag_tmeta *in = kv_ag_in(c, 0);
+    const kv_int_list reps = kv_ag_arg(c, 1)->v.ints;
+    const int nd = reps.n, lead = reps.n - in->ndim;
+    int64_t cur[KV_MAX_DIMS + 1];
+    for (int d = 0; d < nd; d++) cur[d] = (d < lead ? 1 : in->sizes[d - lead]) * reps.items[d];
+    kv_tensor *g = kv_ag_grad(c, 0);
+    for (int d = 0; d < nd && g != NULL; d++) {
+        if (reps.items[d] == 1) continue;
+        if (nd + 1 > KV_MAX_DIMS) {
+            kv_ag_fail(c, KV_ERR_INVALID_ARG,
+                       "repeat: backward of a %d-dim result would need %d dims, at most %d are supported", nd,
+                       nd + 1, KV_MAX_DIMS);
+            return KV_OK;
+        }
+        int64_t split[KV_MAX_DIMS + 1];
+        int k = 0;
+        for (int e = 0; e < nd; e++) {
+            if (e == d) {
+                split[k++] = reps.items[d];
+                split[k++] = d < lead ? 1 : in->sizes[d - lead];
+            } else {
+                split[k++] = cur[e];
+            }
+        }
+        const int64_t dim = d;
+        g = kv_ag_keep(c, kv_reshape(g, (kv_int_list){ split, nd + 1 }));
+        if (g != NULL) g = kv_ag_keep(c, kv_sum(g, &(kv_int_list){ &dim, 1 }, false, NULL));
+        cur[d] = d < lead ? 1 : in->sizes[d - lead];
+    }
+    if (g != NULL) kv_ag_set(c, 0, kv_ag_keep(c, kv_reshape(g, kv_ag_tmeta_sizes(in))));
+    return KV_OK;
+}

@@ -255,6 +255,7 @@ kv_status kv_ag_f_silu(kv_ag_fctx *c);
 kv_status kv_ag_f_clamp(kv_ag_fctx *c);
 kv_status kv_ag_f_clamp_tensor(kv_ag_fctx *c);
 kv_status kv_ag_f_where(kv_ag_fctx *c);
+kv_status kv_ag_f_masked_fill(kv_ag_fctx *c);
 kv_status kv_ag_f_zero_self(kv_ag_fctx *c);
 kv_status kv_ag_f_identity(kv_ag_fctx *c);
 kv_status kv_ag_f_conj(kv_ag_fctx *c);
@@ -287,6 +288,7 @@ kv_status kv_ag_f_slice(kv_ag_fctx *c);
 kv_status kv_ag_f_expand(kv_ag_fctx *c);
 kv_status kv_ag_f_as_strided(kv_ag_fctx *c);
 kv_status kv_ag_f_unfold(kv_ag_fctx *c);
+kv_status kv_ag_f_repeat(kv_ag_fctx *c);
 /* built-in nodes */
 kv_status kv_ag_f_view_regen(kv_ag_fctx *c);
 kv_status kv_ag_f_copy_slices(kv_ag_fctx *c);

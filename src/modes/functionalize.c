@@ -325,6 +325,7 @@ static const fz_row g_table[] = {
     { "add_.Tensor", "add.Tensor", fz_same_args, false },
     { "mul_.Tensor", "mul.Tensor", fz_same_args, false },
     { "clamp_.Tensor", "clamp.Tensor", fz_same_args, false },
+    { "masked_fill_.Scalar", "masked_fill.Scalar", fz_same_args, false },
     { "fill_.Scalar", "full", fz_fill, true },
     { "zero_", "zeros", fz_zero, true },
     { "copy_", "_to_copy", fz_copy, false },

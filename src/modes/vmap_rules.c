@@ -46,6 +46,7 @@ static const vmap_rule_row k_rules[] = {
     { "maximum", RULE_POINTWISE },
     { "minimum", RULE_POINTWISE },
     { "where.self", RULE_POINTWISE },
+    { "masked_fill.Scalar", RULE_POINTWISE },
     { "eq.Tensor", RULE_POINTWISE },
     { "lt.Tensor", RULE_POINTWISE },
     { "pow.Tensor_Scalar", RULE_UNARY },

@@ -267,6 +267,10 @@ static const kv_tol_entry tol_table[] = {
       "that covered the reference's own rounding now covers the division); the division is not exact "
       "(1/3), so fill=exact is not bitwise" },
     BOUND_OP("embedding_dense_backward", KV_BOUND_LINEAR, true, R_SCATTER),
+    /* ---- foreach, repeat, masked_fill, random ---- */
+    EXACT("masked_fill.Scalar", "selects self or the value converted once to self's dtype: bitwise"),
+    EXACT("masked_fill_.Scalar", "selects self or the value converted once to self's dtype: bitwise"),
+    EXACT("repeat", R_VIEW),
 };
 
 #define TOL_N ((int)(sizeof tol_table / sizeof tol_table[0]))

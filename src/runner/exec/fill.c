@@ -51,6 +51,8 @@ static const fill_row fill_table[] = {
     /* Division by zero is an Inf/NaN edge case: the special fill's job. */
     { "div.Tensor", "other", KV_DOMAIN_NONZERO, NULL, NULL, FILL_ACC_NONE, NULL },
     { "where.self", "condition", KV_DOMAIN_BOOL, NULL, NULL, FILL_ACC_NONE, NULL },
+    { "masked_fill.Scalar", "mask", KV_DOMAIN_BOOL, NULL, NULL, FILL_ACC_NONE, NULL },
+    { "masked_fill_.Scalar", "mask", KV_DOMAIN_BOOL, NULL, NULL, FILL_ACC_NONE, NULL },
     /* Index-valued inputs: [0, size) of what they index. */
     { "index_select", "index", KV_DOMAIN_INDEX, "self", "dim", FILL_ACC_NONE, NULL },
     { "embedding", "indices", KV_DOMAIN_INDEX, "weight", NULL, FILL_ACC_NONE, NULL },
