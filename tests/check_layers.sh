@@ -42,7 +42,7 @@ BEGIN {
               "sim:10 cuda:10 onednn:10 runner:11 runtime:12 tools:13", pairs, " ")
     for (i = 1; i <= n; i++) { split(pairs[i], kv, ":"); rank[kv[1]] = kv[2] }
     # Who owns each public header.
-    m = split("status:core dtype:core scalar:core device:core keys:core tensor:core npy:core rng:core " \
+    m = split("status:core dtype:core scalar:core device:core keys:core tensor:core npy:core rng:core generator:core " \
               "dispatch:dispatch schema:dispatch stack:dispatch tls:dispatch ops:dispatch op_ids:dispatch " \
               "tune:tune autocast:modes autograd:modes functionalize:modes lazy:modes trace:modes vmap:modes " \
               "accel:boxing backend:backend gradcheck:gradcheck init:runtime kv:runtime", hs, " ")

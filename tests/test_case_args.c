@@ -21,7 +21,7 @@
  * KV_SCHEMA_MAX_ARGS), and arguments with defaults. */
 static const char *const k_types =
     "f(Tensor self, int i, int[] il, int[2] i2, int[1] i1, float fl, bool b, Scalar s, ScalarType dt, str st, "
-    "Device dev, Layout lay, MemoryFormat mf, int? oi, str? ost) -> Tensor";
+    "Device dev, Layout lay, MemoryFormat mf, int? oi, str? ost, Generator? gen) -> Tensor";
 static const char *const k_defaults =
     "g(Tensor self, int i, float eps=1e-05, bool keep=True, int[2] k=[1,2], str mode=\"none\", "
     "ScalarType? odt=None, MemoryFormat mf2=contiguous_format) -> Tensor";
@@ -130,45 +130,72 @@ static void test_none(void **state) {
     rejects("i", "none", "", -1);
 }
 
+/* Generator: none, SEED or SEED:OFFSET (decimal uint64s); the canonical
+ * text drops a zero offset. */
+static void test_generator(void **state) {
+    (void)state;
+    accepts("gen", "none", "none");
+    accepts("gen", "7", "7");
+    accepts("gen", "7:0", "7");
+    accepts("gen", "007:12", "7:12");
+    accepts("gen", "18446744073709551615:18446744073709551615", "18446744073709551615:18446744073709551615");
+    rejects("gen", "-1", "expected a generator", -1);
+    rejects("gen", "7:", "expected a generator", -1);
+    rejects("gen", "18446744073709551616", "expected a generator", -1);
+    rejects("gen", "x", "expected a generator", -1);
+    kv_ivalue v;
+    kv_generator g = { 0, 0 };
+    int64_t ints[KV_CASE_ARG_MAX_INTS];
+    assert_int_equal(kv_case_arg_ivalue(arg("gen"), "5:9", &v, ints, KV_CASE_ARG_MAX_INTS, &g), KV_OK);
+    assert_int_equal(v.tag, KV_IV_GENERATOR);
+    assert_ptr_equal(v.v.gen, &g);
+    assert_int_equal(g.seed, 5);
+    assert_int_equal(g.offset, 9);
+    /* No storage for the state is an error, not a crash. */
+    assert_int_equal(kv_case_arg_ivalue(arg("gen"), "5", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_ERR_INVALID_ARG);
+    assert_int_equal(kv_case_arg_ivalue(arg("gen"), "none", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
+    assert_int_equal(v.tag, KV_IV_NONE);
+}
+
 static void test_stack_values(void **state) {
     (void)state;
     kv_ivalue v;
     int64_t ints[KV_CASE_ARG_MAX_INTS];
-    assert_int_equal(kv_case_arg_ivalue(arg("il"), "[4,-2]", &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("il"), "[4,-2]", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_INT_LIST);
     assert_int_equal(v.v.ints.n, 2);
     assert_int_equal(v.v.ints.items[0], 4);
     assert_int_equal(v.v.ints.items[1], -2);
-    assert_int_equal(kv_case_arg_ivalue(arg("i"), "-3", &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("i"), "-3", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_INT);
     assert_int_equal(v.v.i, -3);
-    assert_int_equal(kv_case_arg_ivalue(arg("fl"), "0.5", &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("fl"), "0.5", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_DOUBLE);
     assert_true(v.v.d == 0.5);
-    assert_int_equal(kv_case_arg_ivalue(arg("b"), "1", &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("b"), "1", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_BOOL);
     assert_true(v.v.b);
-    assert_int_equal(kv_case_arg_ivalue(arg("dt"), "f64", &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("dt"), "f64", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_DTYPE);
     assert_int_equal(v.v.dtype, KV_F64);
     const char *text = "tanh";
-    assert_int_equal(kv_case_arg_ivalue(arg("st"), text, &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("st"), text, &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_STR);
     assert_string_equal(v.v.str, "tanh");
-    assert_int_equal(kv_case_arg_ivalue(arg("dev"), "cuda:1", &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("dev"), "cuda:1", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_DEVICE);
     assert_int_equal(v.v.device.type, KV_DEVICE_CUDA);
     assert_int_equal(v.v.device.index, 1);
     /* Layouts and memory formats are ints, c10's numbering. */
-    assert_int_equal(kv_case_arg_ivalue(arg("mf"), "channels_last", &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("mf"), "channels_last", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_INT);
     assert_int_equal(v.v.i, 2);
-    assert_int_equal(kv_case_arg_ivalue(arg("lay"), "strided", &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("lay"), "strided", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_INT);
     assert_int_equal(v.v.i, 0);
-    assert_int_equal(kv_case_arg_ivalue(arg("oi"), "none", &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("oi"), "none", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_NONE);
-    assert_int_equal(kv_case_arg_ivalue(arg("s"), "2.5", &v, ints, KV_CASE_ARG_MAX_INTS), KV_OK);
+    assert_int_equal(kv_case_arg_ivalue(arg("s"), "2.5", &v, ints, KV_CASE_ARG_MAX_INTS, NULL), KV_OK);
     assert_int_equal(v.tag, KV_IV_SCALAR);
     assert_true(kv_scalar_to_double(v.v.scalar) == 2.5);
 }
@@ -208,6 +235,7 @@ int main(void) {
         cmocka_unit_test(test_named_types),
         cmocka_unit_test(test_none),
         cmocka_unit_test(test_stack_values),
+        cmocka_unit_test(test_generator),
         cmocka_unit_test(test_default_text),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

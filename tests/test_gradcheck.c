@@ -268,6 +268,9 @@ CASE(c_masked_fill_) {
 }
 /* Prepended dims and tiles in every dim: each input element gets the sum
  * of its 12 copies' gradients. */
+/* The samples do not depend on self's values: a zero gradient, with
+ * every evaluation drawing from the same generator state. */
+CASE(c_bernoulli) { p_t(b, rnd(b, IL(2, 3), -1, 1)); p_double(b, 0.5); p_none(b); }
 CASE(c_repeat) { p_t(b, rnd(b, IL(2, 3), -1, 1)); p_ints(b, IL(2, 3, 2)); }
 
 typedef struct gc_case {
@@ -313,6 +316,7 @@ static const gc_case k_cases[] = {
     { "masked_fill.Scalar", c_masked_fill },
     { "masked_fill_.Scalar", c_masked_fill_ },
     { "repeat", c_repeat },
+    { "bernoulli.p", c_bernoulli },
     { "sum.dim_IntList", c_sum },
     { "sum.dim_IntList", c_sum_all },
     { "mean.dim", c_mean },

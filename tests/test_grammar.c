@@ -186,23 +186,23 @@ static void test_args_alternatives(void **state) {
     kv_ivalue iv;
     int64_t ints[KV_CASE_ARG_MAX_INTS];
     assert_int_equal(kv_case_arg_ivalue(&s->args[kv_schema_arg_index(s, "dim")], "[0,-1]", &iv, ints,
-                                        KV_CASE_ARG_MAX_INTS),
+                                        KV_CASE_ARG_MAX_INTS, NULL),
                      KV_OK);
     assert_int_equal(iv.tag, KV_IV_INT_LIST);
     assert_int_equal(iv.v.ints.n, 2);
     assert_int_equal(iv.v.ints.items[1], -1);
     assert_int_equal(kv_case_arg_ivalue(&s->args[kv_schema_arg_index(s, "dim")], "1", &iv, ints,
-                                        KV_CASE_ARG_MAX_INTS),
+                                        KV_CASE_ARG_MAX_INTS, NULL),
                      KV_OK);
     assert_int_equal(iv.tag, KV_IV_INT_LIST); /* a bare int for int[1] */
     assert_int_equal(iv.v.ints.n, 1);
     assert_int_equal(kv_case_arg_ivalue(&s->args[kv_schema_arg_index(s, "dtype")], "f64", &iv, ints,
-                                        KV_CASE_ARG_MAX_INTS),
+                                        KV_CASE_ARG_MAX_INTS, NULL),
                      KV_OK);
     assert_int_equal(iv.tag, KV_IV_DTYPE);
     assert_int_equal(iv.v.dtype, KV_F64);
     assert_int_equal(kv_case_arg_ivalue(&s->args[kv_schema_arg_index(s, "dtype")], "none", &iv, ints,
-                                        KV_CASE_ARG_MAX_INTS),
+                                        KV_CASE_ARG_MAX_INTS, NULL),
                      KV_OK);
     assert_int_equal(iv.tag, KV_IV_NONE);
     kv_case_list_free(&l);

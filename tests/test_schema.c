@@ -61,6 +61,7 @@ static void assert_value_equal(const kv_ivalue *a, const kv_ivalue *b) {
     case KV_IV_TENSOR_LIST:
     case KV_IV_DTYPE:
     case KV_IV_DEVICE:
+    case KV_IV_GENERATOR:
         fail_msg("unexpected default tag %d", a->tag);
     }
 }

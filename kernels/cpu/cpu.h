@@ -110,6 +110,9 @@ kv_status kv_cpu_repeat_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
 /* cpu_masked_fill.c: masked_fill.Scalar, masked_fill_.Scalar */
 bool kv_cpu_masked_fill_pred(const kv_op *op, const kv_stack *stack);
 kv_status kv_cpu_masked_fill_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
+/* cpu_random.c: bernoulli.p */
+bool kv_cpu_random_pred(const kv_op *op, const kv_stack *stack);
+kv_status kv_cpu_random_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
 /* cpu_backward.c: the scatter-add backward ops */
 bool kv_cpu_backward_pred(const kv_op *op, const kv_stack *stack);
 kv_status kv_cpu_backward_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);

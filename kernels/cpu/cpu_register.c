@@ -81,6 +81,7 @@ static const cpu_variant cpu_variants[] = {
     DIRECT("index_select_backward", backward), DIRECT("embedding_dense_backward", backward),
     /* foreach, repeat, masked_fill, random */
     DIRECT("repeat", repeat), DIRECT("masked_fill.Scalar", masked_fill), DIRECT("masked_fill_.Scalar", masked_fill),
+    DIRECT("bernoulli.p", random),
 };
 
 kv_status kv_cpu_variants_register(void) {

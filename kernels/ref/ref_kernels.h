@@ -111,5 +111,6 @@ KV_REF_KERNEL(embedding_dense_backward); /* embedding_dense_backward */
 KV_REF_KERNEL(masked_fill); /* masked_fill.Scalar */
 KV_REF_KERNEL(masked_fill_); /* masked_fill_.Scalar */
 KV_REF_KERNEL(repeat); /* repeat */
+KV_REF_KERNEL(bernoulli); /* bernoulli.p */
 
 #endif

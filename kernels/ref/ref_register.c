@@ -98,6 +98,7 @@ static kv_kernel_fn ref_kernel_for(kv_op_id id) {
     case KV_OP_MASKED_FILL_SCALAR: return kv_ref_masked_fill;
     case KV_OP_MASKED_FILL__SCALAR: return kv_ref_masked_fill_;
     case KV_OP_REPEAT: return kv_ref_repeat;
+    case KV_OP_BERNOULLI_P: return kv_ref_bernoulli;
     case KV_OP_COUNT: break;
     }
     return NULL;

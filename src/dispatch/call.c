@@ -39,6 +39,7 @@ kv_ivalue_tag kv_dispatch_tag_for(const kv_type *t) {
     case KV_TYPE_DEVICE: return KV_IV_DEVICE;
     case KV_TYPE_LAYOUT: return KV_IV_INT;
     case KV_TYPE_MEMORY_FORMAT: return KV_IV_INT;
+    case KV_TYPE_GENERATOR: return KV_IV_GENERATOR;
     }
     return KV_IV_NONE;
 }
@@ -85,6 +86,9 @@ static kv_status check_payload(const kv_op *op, const kv_arg *a, const kv_ivalue
                      v->v.device.index);
             return arg_mismatch(op, a, got);
         }
+        return KV_OK;
+    case KV_IV_GENERATOR:
+        if (v->v.gen == NULL) return arg_mismatch(op, a, "a NULL generator");
         return KV_OK;
     case KV_IV_NONE:
     case KV_IV_INT:

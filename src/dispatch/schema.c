@@ -125,6 +125,7 @@ static const struct {
     { "Device", KV_TYPE_DEVICE },
     { "Layout", KV_TYPE_LAYOUT },
     { "MemoryFormat", KV_TYPE_MEMORY_FORMAT },
+    { "Generator", KV_TYPE_GENERATOR },
 };
 
 const char *kv_type_kind_name(kv_type_kind k) {
@@ -139,6 +140,7 @@ const char *kv_type_kind_name(kv_type_kind k) {
     case KV_TYPE_DEVICE: return "Device";
     case KV_TYPE_LAYOUT: return "Layout";
     case KV_TYPE_MEMORY_FORMAT: return "MemoryFormat";
+    case KV_TYPE_GENERATOR: return "Generator";
     }
     return "?";
 }
@@ -400,6 +402,7 @@ static kv_status parse_default(parser *ps, kv_arg *arg) {
     case KV_TYPE_TENSOR:
     case KV_TYPE_SCALAR_TYPE:
     case KV_TYPE_DEVICE:
+    case KV_TYPE_GENERATOR:
         return parse_fail(ps, at, "None as the default of a %s argument", tname);
     case KV_TYPE_INT: {
         arg->default_value.tag = KV_IV_INT;
@@ -691,6 +694,7 @@ static void w_default(writer *w, const kv_arg *a) {
     case KV_IV_TENSOR_LIST:
     case KV_IV_DTYPE:
     case KV_IV_DEVICE:
+    case KV_IV_GENERATOR:
         /* No schema text produces these defaults; write what the parser takes. */
         w_put(w, "None");
         return;

@@ -18,6 +18,7 @@ const char *kv_ivalue_tag_name(kv_ivalue_tag tag) {
     case KV_IV_DTYPE: return "ScalarType";
     case KV_IV_DEVICE: return "Device";
     case KV_IV_STR: return "str";
+    case KV_IV_GENERATOR: return "Generator";
     }
     return "?";
 }
@@ -36,6 +37,11 @@ kv_status kv_push_none(kv_stack *s) { return kv_stack_push(s, (kv_ivalue){ .tag 
 kv_status kv_push_tensor(kv_stack *s, struct kv_tensor *t) {
     if (t == NULL) return kv_push_none(s);
     return kv_stack_push(s, (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = t });
+}
+
+kv_status kv_push_generator(kv_stack *s, kv_generator *g) {
+    if (g == NULL) return kv_push_none(s);
+    return kv_stack_push(s, (kv_ivalue){ .tag = KV_IV_GENERATOR, .v.gen = g });
 }
 
 kv_status kv_push_tensors(kv_stack *s, kv_tensor_list list) {

@@ -403,6 +403,11 @@ typedef struct gc_op_ctx {
     int in_slot[64];
     int in_index[64];
     int nin;
+    /* A random op's generator (the thread's default one for None) as it
+     * was when gradcheck started: every evaluation draws from a fresh copy,
+     * so the perturbed calls see the same samples (PyTorch's OpInfo tests
+     * reseed before each call for the same reason). */
+    kv_generator gens[KV_SCHEMA_MAX_ARGS];
 } gc_op_ctx;
 
 static kv_status op_eval(void *vctx, kv_tensor *const *xs, int n, kv_tensor **outs, int *nout) {
@@ -411,8 +416,14 @@ static kv_status op_eval(void *vctx, kv_tensor *const *xs, int n, kv_tensor **ou
     kv_ivalue slots[KV_STACK_MAX];
     kv_tensor *clones[KV_SCHEMA_MAX_ARGS] = { 0 };
     kv_tensor **lists[KV_SCHEMA_MAX_ARGS] = { 0 };
+    kv_generator gens[KV_SCHEMA_MAX_ARGS];
     kv_status st = KV_OK;
     memcpy(slots, c->args, (size_t)s->nargs * sizeof *slots);
+    for (int a = 0; a < s->nargs; a++) {
+        if (s->args[a].type.kind != KV_TYPE_GENERATOR) continue;
+        gens[a] = c->gens[a];
+        slots[a] = (kv_ivalue){ .tag = KV_IV_GENERATOR, .v.gen = &gens[a] };
+    }
     for (int a = 0; a < s->nargs && st == KV_OK; a++) {
         if (c->list_items[a] == NULL) continue;
         const int len = c->args[a].v.tensors.n;
@@ -506,6 +517,9 @@ kv_status kv_gradcheck(const kv_op *op, const kv_stack *args, const kv_gradcheck
     c->op = op;
     c->schema = s;
     memcpy(c->args, args->slots, (size_t)s->nargs * sizeof *c->args);
+    for (int a = 0; a < s->nargs; a++)
+        if (s->args[a].type.kind == KV_TYPE_GENERATOR)
+            c->gens[a] = *kv_generator_or_default(args->slots[a].tag == KV_IV_GENERATOR ? args->slots[a].v.gen : NULL);
     int nin = 0;
     for (int a = 0; a < s->nargs && st == KV_OK; a++) {
         const kv_ivalue *v = &args->slots[a];

@@ -85,6 +85,8 @@ const kv_ag_formula kv_ag_formulas[] = {
     { "as_strided", "AsStridedBackward0", kv_ag_f_as_strided, 0, 0, 0 },
     { "unfold", "UnfoldBackward0", kv_ag_f_unfold, 0, 0, 0 },
     { "repeat", "RepeatBackward0", kv_ag_f_repeat, 0, 0, 0 },
+    /* random: the samples do not depend on self's values */
+    { "bernoulli.p", "BernoulliBackward1", kv_ag_f_zero_self, 0, 0, 0 },
     /* lazy bits */
     { "conj", "ConjBackward0", kv_ag_f_conj, 0, 0, 0 },
     { "_conj", "ConjBackward0", kv_ag_f_conj, 0, 0, 0 },

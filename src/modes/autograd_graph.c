@@ -150,6 +150,11 @@ kv_status kv_ag_ivalue_copy(kv_ivalue *dst, const kv_ivalue *src) {
         /* Tensors are saved (or not) by the formula's save masks. */
         dst->tag = KV_IV_NONE;
         return KV_OK;
+    case KV_IV_GENERATOR:
+        /* The caller's generator may be gone by backward, and no formula
+         * needs the state a random op drew from: not kept. */
+        dst->tag = KV_IV_NONE;
+        return KV_OK;
     case KV_IV_NONE:
     case KV_IV_SCALAR:
     case KV_IV_INT:

@@ -124,6 +124,7 @@ static bool same_value(const kv_ivalue *a, const kv_ivalue *b) {
     case KV_IV_INT_LIST:
     case KV_IV_DEVICE:
     case KV_IV_STR:
+    case KV_IV_GENERATOR:
         return false;
     }
     return false;
@@ -221,6 +222,15 @@ kv_status kv_vmap_fallback_run(const kv_op *op, kv_stack *stack, const kv_vmap_c
                         stack->size, s->nargs);
     kv_status st = check_mutable_args(op, stack, ctx);
     if (st != KV_OK) return st;
+    /* Per-sample calls of a random op would each draw from the generator
+     * in turn: PyTorch's default (randomness='error') refuses it, so does
+     * kvsuite, naming the op. */
+    for (int i = 0; i < s->nargs; i++)
+        if (s->args[i].type.kind == KV_TYPE_GENERATOR)
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "%s: vmap: called a random operation under vmap; kvsuite follows PyTorch's "
+                            "randomness='error' (argument '%s')",
+                            name, s->args[i].name);
 
     fallback_state fs = { .nret = s->nreturns };
     bool all_written = true;

@@ -90,6 +90,7 @@ uint64_t kv_tune_geometry_hash_mask(const kv_op *op, const kv_stack *stack, uint
         case KV_IV_DTYPE: h = geo_mix(h, (uint64_t)v->v.dtype); break;
         case KV_IV_DEVICE: h = geo_mix(h, (uint64_t)v->v.device.type << 32 | (uint32_t)v->v.device.index); break;
         case KV_IV_STR: h = geo_bytes(h, v->v.str ? v->v.str : ""); break;
+        case KV_IV_GENERATOR: break; /* its state changes every call and costs nothing */
         }
     }
     return kv_rng_mix64(h);

@@ -9,7 +9,8 @@
  *
  * Runs never touch the caller's data: they use a copy of the stack whose
  * mutable (a!) tensors are replaced by fresh tensors of the same geometry
- * holding a copy of the values. Returns of every run are released. */
+ * holding a copy of the values, and whose generator is a private copy.
+ * Returns of every run are released. */
 #include "tune/tune_internal.h"
 
 #include <stdlib.h>
@@ -348,6 +349,16 @@ int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tun
     kv_ivalue args[KV_STACK_MAX];
     kv_tensor *clones[KV_STACK_MAX] = { NULL };
     memcpy(args, stack->slots, (size_t)n * sizeof *args);
+    /* Timed runs of a random op draw from a private copy of its generator
+     * (of the thread's default one for None): the caller's state advances
+     * once, by the call that counts. */
+    kv_generator gens[KV_STACK_MAX];
+    for (int i = 0; i < n; i++) {
+        const bool gen_arg = sc != NULL && i < sc->nargs && sc->args[i].type.kind == KV_TYPE_GENERATOR;
+        if (args[i].tag != KV_IV_GENERATOR && !gen_arg) continue;
+        gens[i] = *kv_generator_or_default(args[i].tag == KV_IV_GENERATOR ? args[i].v.gen : NULL);
+        args[i] = (kv_ivalue){ .tag = KV_IV_GENERATOR, .v.gen = &gens[i] };
+    }
     bool ok = true;
     for (int i = 0; i < n && ok; i++) {
         if (sc == NULL || i >= sc->nargs || !sc->args[i].alias.is_write || args[i].tag != KV_IV_TENSOR) continue;

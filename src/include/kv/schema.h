@@ -1,7 +1,7 @@
 /* Op schemas in PyTorch's syntax:
  *   name.overload(Tensor(a!) self, Tensor? w=None, *, Scalar alpha=1) -> Tensor(a!)
  * Types: Tensor, int, SymInt (= int), float, bool, str, Scalar, ScalarType,
- * Device, Layout, MemoryFormat; suffixes `?` (optional), `[]` and `[N]`
+ * Device, Layout, MemoryFormat, Generator; suffixes `?` (optional), `[]` and `[N]`
  * (lists, `int[1]?` too); alias annotations `(a)`, `(a!)`; defaults;
  * `*` for keyword-only; tuple returns `(Tensor, Tensor)` with optional
  * names. A malformed schema is KV_ERR_SCHEMA with the column in the
@@ -28,7 +28,8 @@ typedef enum kv_type_kind {
     KV_TYPE_SCALAR_TYPE,
     KV_TYPE_DEVICE,
     KV_TYPE_LAYOUT,
-    KV_TYPE_MEMORY_FORMAT
+    KV_TYPE_MEMORY_FORMAT,
+    KV_TYPE_GENERATOR
 } kv_type_kind;
 
 typedef struct kv_type {

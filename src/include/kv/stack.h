@@ -15,6 +15,7 @@
 
 #include "kv/device.h"
 #include "kv/dtype.h"
+#include "kv/generator.h"
 #include "kv/scalar.h"
 #include "kv/status.h"
 
@@ -31,7 +32,8 @@ typedef enum kv_ivalue_tag {
     KV_IV_BOOL,
     KV_IV_DTYPE,
     KV_IV_DEVICE,
-    KV_IV_STR
+    KV_IV_STR,
+    KV_IV_GENERATOR /* Generator: a borrowed pointer, advanced by random kernels */
 } kv_ivalue_tag;
 
 typedef struct kv_tensor_list {
@@ -57,6 +59,7 @@ typedef struct kv_ivalue {
         kv_dtype dtype;
         kv_device device;
         const char *str;
+        kv_generator *gen;
     } v;
 } kv_ivalue;
 
@@ -92,6 +95,7 @@ kv_status kv_push_opt_dtype(kv_stack *s, const kv_dtype *v);
 kv_status kv_push_device(kv_stack *s, kv_device v);
 kv_status kv_push_opt_device(kv_stack *s, const kv_device *v);
 kv_status kv_push_str(kv_stack *s, const char *v);               /* NULL pushes NONE */
+kv_status kv_push_generator(kv_stack *s, kv_generator *g);      /* NULL pushes NONE (the default) */
 
 /* Replaces the stack contents with owned returns (kernels use these). */
 void kv_stack_return_tensor(kv_stack *s, struct kv_tensor *owned);
@@ -114,5 +118,9 @@ static inline kv_tensor_list kv_arg_tensors(const kv_stack *s, int i) { return s
 static inline const char *kv_arg_str(const kv_stack *s, int i) { return s->slots[i].v.str; }
 static inline kv_dtype kv_arg_dtype(const kv_stack *s, int i) { return s->slots[i].v.dtype; }
 static inline kv_device kv_arg_device(const kv_stack *s, int i) { return s->slots[i].v.device; }
+/* A Generator? slot: the generator, or the thread's default for None. */
+static inline kv_generator *kv_arg_generator(const kv_stack *s, int i) {
+    return kv_generator_or_default(s->slots[i].tag == KV_IV_GENERATOR ? s->slots[i].v.gen : (kv_generator *)0);
+}
 
 #endif

@@ -34,6 +34,31 @@ static int kv_fail(char *why, int whycap, int *bad_at, int at, const char *fmt, 
     return -1;
 }
 
+/* Strict decimal uint64: digits only. */
+static int kv_parse_u64(const char *s, size_t len, uint64_t *out) {
+    if (len == 0 || len > 20) return -1;
+    for (size_t k = 0; k < len; k++)
+        if (s[k] < '0' || s[k] > '9') return -1;
+    char buf[24];
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    errno = 0;
+    char *end = NULL;
+    const unsigned long long v = strtoull(buf, &end, 10);
+    if (errno == ERANGE || *end != '\0') return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* A Generator value: SEED or SEED:OFFSET (decimal uint64s). */
+static int kv_parse_generator(const char *text, kv_generator *g) {
+    const char *colon = strchr(text, ':');
+    const size_t n = colon ? (size_t)(colon - text) : strlen(text);
+    g->offset = 0;
+    if (kv_parse_u64(text, n, &g->seed) != 0) return -1;
+    return colon ? kv_parse_u64(colon + 1, strlen(colon + 1), &g->offset) : 0;
+}
+
 /* Strict decimal int64: optional '-', digits only. */
 static int kv_parse_i64(const char *s, size_t len, int64_t *out) {
     if (len == 0 || len > 20) return -1;
@@ -245,6 +270,16 @@ int kv_case_arg_canonical(const kv_arg *a, const char *text, char *out, int cap,
             n = kv_format_enum(v, kv_memory_format_names, KV_MEMORY_FORMAT_COUNT, out, cap);
             break;
         }
+        case KV_TYPE_GENERATOR: {
+            kv_generator g;
+            if (kv_parse_generator(text, &g) != 0) {
+                return kv_fail(why, whycap, bad_at, 0,
+                               "expected a generator (none, SEED or SEED:OFFSET, decimal), got '%s'", text);
+            }
+            n = g.offset ? snprintf(out, (size_t)cap, "%" PRIu64 ":%" PRIu64, g.seed, g.offset)
+                         : snprintf(out, (size_t)cap, "%" PRIu64, g.seed);
+            break;
+        }
         case KV_TYPE_TENSOR:
             break;
         }
@@ -267,6 +302,7 @@ static double kv_iv_double(const kv_ivalue *v) {
     case KV_IV_DTYPE:
     case KV_IV_DEVICE:
     case KV_IV_STR:
+    case KV_IV_GENERATOR:
         break;
     }
     return 0.0;
@@ -285,6 +321,7 @@ static int64_t kv_iv_int(const kv_ivalue *v) {
     case KV_IV_DTYPE:
     case KV_IV_DEVICE:
     case KV_IV_STR:
+    case KV_IV_GENERATOR:
         break;
     }
     return 0;
@@ -324,13 +361,14 @@ int kv_case_arg_default_text(const kv_arg *a, char *out, int cap) {
     case KV_TYPE_LAYOUT: return kv_format_enum(kv_iv_int(v), kv_layout_arg_names, 1, out, cap);
     case KV_TYPE_MEMORY_FORMAT:
         return kv_format_enum(kv_iv_int(v), kv_memory_format_names, KV_MEMORY_FORMAT_COUNT, out, cap);
-    case KV_TYPE_TENSOR: break;
+    case KV_TYPE_TENSOR:
+    case KV_TYPE_GENERATOR: break; /* no schema gives a Generator a default but None */
     }
     return -1;
 }
 
 kv_status kv_case_arg_ivalue(const kv_arg *a, const char *text, kv_ivalue *out, int64_t *ints,
-                             int cap) {
+                             int cap, kv_generator *gen) {
     const kv_type *t = &a->type;
     char canon[KV_CASE_TEXT_MAX], why[160];
     int bad = 0;
@@ -387,6 +425,12 @@ kv_status kv_case_arg_ivalue(const kv_arg *a, const char *text, kv_ivalue *out, 
     case KV_TYPE_DEVICE:
         out->tag = KV_IV_DEVICE;
         kv_device_parse(canon, &out->v.device);
+        return KV_OK;
+    case KV_TYPE_GENERATOR:
+        if (gen == NULL) return kv_error(KV_ERR_INVALID_ARG, "argument '%s': no place for a generator", a->name);
+        kv_parse_generator(canon, gen);
+        out->tag = KV_IV_GENERATOR;
+        out->v.gen = gen;
         return KV_OK;
     case KV_TYPE_TENSOR: break;
     }

@@ -40,10 +40,10 @@ int kv_case_arg_canonical(const kv_arg *a, const char *text, char *out, int cap,
  * has none. */
 int kv_case_arg_default_text(const kv_arg *a, char *out, int cap);
 /* The stack value of canonical text `text` for argument `a`. Int lists go
- * into ints[] (cap entries); strings point into `text`, which must outlive
- * the value. */
+ * into ints[] (cap entries), a Generator's state into *gen; strings point
+ * into `text`, which must outlive the value. */
 kv_status kv_case_arg_ivalue(const kv_arg *a, const char *text, kv_ivalue *out, int64_t *ints,
-                             int cap);
+                             int cap, kv_generator *gen);
 /* The value given for argument `name` in the case (canonical text), or
  * NULL when the schema default applies. */
 const char *kv_case_arg_value(const kv_case *c, const char *name);

@@ -46,6 +46,10 @@ typedef struct kv_case_inputs {
     int64_t int_lists[KV_SCHEMA_MAX_ARGS][KV_MAX_DIMS];
     char strs[KV_SCHEMA_MAX_ARGS][KV_CASE_TEXT_MAX];
     kv_tensor *list_items[KV_CASE_MAX_INPUTS];
+    /* A Generator argument's state before the call: kv_case_invoke hands
+     * each call a copy, so every call (variant, path, retry) starts from
+     * the same state and the case's own value never moves. */
+    kv_generator gens[KV_SCHEMA_MAX_ARGS];
 } kv_case_inputs;
 
 /* Fills inputs for `c` on `device` with `layout`s from the case (or all
@@ -64,6 +68,11 @@ typedef struct kv_case_outputs {
     kv_tensor *t[KV_CASE_MAX_OUTPUTS];
     bool is_bool;            /* the op returned a bool, stored in `b` */
     bool b;
+    /* The op takes a Generator: its state after the call (the case's
+     * generator, or the thread's default one for None, which
+     * kv_case_invoke rewinds to seed 0, offset 0 before every call). */
+    bool has_gen;
+    kv_generator gen_after;
 } kv_case_outputs;
 
 kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_case_outputs *out);

@@ -230,6 +230,8 @@ typedef struct fp_run {
     int nout;
     fp_snap out[KV_CASE_MAX_OUTPUTS];
     bool is_bool, b;
+    bool has_gen;                /* the op took a Generator: its state after the call */
+    kv_generator gen_after;
     int nin;
     bool in_present[KV_CASE_MAX_INPUTS];
     int64_t version[KV_CASE_MAX_INPUTS];
@@ -437,6 +439,8 @@ static void fp_run_one(const kv_check_ctx *ctx, const fp_config *cfg, kv_accel_g
     }
     run->is_bool = out.is_bool;
     run->b = out.b;
+    run->has_gen = out.has_gen;
+    run->gen_after = out.gen_after;
     run->nout = out.n;
     for (int i = 0; i < out.n && st == KV_OK; i++) {
         const bool values = !fp_values_unspecified(c, out.t[i]->dtype);
@@ -567,6 +571,15 @@ static bool fp_runs_same(const fp_run *ref, const fp_run *got, char *why, int ca
         snprintf(why, (size_t)cap, "returns differ: %d tensor%s%s vs %d tensor%s%s", ref->nout, ref->nout == 1 ? "" : "s",
                  ref->is_bool ? (ref->b ? " and true" : " and false") : "", got->nout, got->nout == 1 ? "" : "s",
                  got->is_bool ? (got->b ? " and true" : " and false") : "");
+        return false;
+    }
+    /* A random op's paths must consume the generator identically: the
+     * same values drawn, and the same offset left behind. */
+    if (ref->has_gen != got->has_gen ||
+        (ref->has_gen && (ref->gen_after.seed != got->gen_after.seed || ref->gen_after.offset != got->gen_after.offset))) {
+        snprintf(why, (size_t)cap, "the generator after the call: seed %llu offset %llu vs seed %llu offset %llu",
+                 (unsigned long long)ref->gen_after.seed, (unsigned long long)ref->gen_after.offset,
+                 (unsigned long long)got->gen_after.seed, (unsigned long long)got->gen_after.offset);
         return false;
     }
     for (int i = 0; i < ref->nout; i++) {

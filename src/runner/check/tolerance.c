@@ -271,6 +271,7 @@ static const kv_tol_entry tol_table[] = {
     EXACT("masked_fill.Scalar", "selects self or the value converted once to self's dtype: bitwise"),
     EXACT("masked_fill_.Scalar", "selects self or the value converted once to self's dtype: bitwise"),
     EXACT("repeat", R_VIEW),
+    EXACT("bernoulli.p", "0 or 1 from an integer comparison of the generator's counter stream: bitwise"),
 };
 
 #define TOL_N ((int)(sizeof tol_table / sizeof tol_table[0]))

@@ -132,7 +132,7 @@ kv_status kv_case_inputs_make(const kv_case *c, const kv_op *op, kv_device devic
         if (strlen(text) >= sizeof out->strs[a])
             return inputs_fail(out, kv_error(KV_ERR_INVALID_ARG, "%s: argument '%s': value too long", name, arg->name));
         strcpy(out->strs[a], text);
-        if (kv_case_arg_ivalue(arg, out->strs[a], v, out->int_lists[a], KV_MAX_DIMS) != KV_OK)
+        if (kv_case_arg_ivalue(arg, out->strs[a], v, out->int_lists[a], KV_MAX_DIMS, &out->gens[a]) != KV_OK)
             return inputs_fail(out, kv_error_prefix(KV_ERR_INVALID_ARG, "%s", name));
     }
     out->nargs = s->nargs;

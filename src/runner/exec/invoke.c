@@ -10,12 +10,31 @@ kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_c
     if (op == NULL || in == NULL) return kv_error(KV_ERR_INVALID_ARG, "invoke: NULL op or inputs");
     kv_ivalue slots[KV_STACK_MAX];
     kv_stack st = kv_stack_on(slots, KV_STACK_MAX);
+    const kv_schema *sch = kv_op_schema(op);
+    kv_generator gens[KV_SCHEMA_MAX_ARGS];
+    kv_generator *gen = NULL;
     for (int i = 0; i < in->nargs; i++) {
-        const kv_status s = kv_stack_push(&st, in->args[i]);
+        kv_ivalue v = in->args[i];
+        if (sch != NULL && i < sch->nargs && sch->args[i].type.kind == KV_TYPE_GENERATOR) {
+            /* A fresh copy per call; None is the default generator, rewound
+             * so that every call of a case draws the same values. */
+            if (v.tag == KV_IV_GENERATOR && i < KV_SCHEMA_MAX_ARGS) {
+                gens[i] = *v.v.gen;
+                v.v.gen = gen = &gens[i];
+            } else {
+                gen = kv_generator_default();
+                kv_generator_manual_seed(gen, 0);
+            }
+        }
+        const kv_status s = kv_stack_push(&st, v);
         if (s != KV_OK) return s;
     }
     kv_error_clear();
     const kv_status s = ks ? kv_redispatch(op, ks, &st) : kv_call(op, &st);
+    if (gen != NULL) {
+        out->has_gen = true;
+        out->gen_after = *gen;
+    }
     if (s != KV_OK) {
         /* The returned code is the truth; keep the thread's error in step
          * with it, message and all (an empty message stays empty, so the
@@ -67,6 +86,7 @@ kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_c
         case KV_IV_DTYPE:
         case KV_IV_DEVICE:
         case KV_IV_STR:
+        case KV_IV_GENERATOR:
             result = kv_error(KV_ERR_INTERNAL, "%s: return %d is a %s, which the runner cannot compare",
                               kv_op_name(op), i, kv_ivalue_tag_name(v->tag));
             break;

@@ -87,7 +87,7 @@ kv_status kv_program_step_inputs(const kv_program *p, int k, kv_tensor *const *v
         case KV_PROG_ARG_NONE: v->tag = KV_IV_NONE; break;
         case KV_PROG_ARG_LITERAL:
             snprintf(in->strs[a], sizeof in->strs[a], "%s", pa->text);
-            st = kv_case_arg_ivalue(arg, in->strs[a], v, in->int_lists[a], KV_MAX_DIMS);
+            st = kv_case_arg_ivalue(arg, in->strs[a], v, in->int_lists[a], KV_MAX_DIMS, &in->gens[a]);
             break;
         case KV_PROG_ARG_DEFAULT:
             if (arg->has_default) *v = arg->default_value;

@@ -25,6 +25,7 @@ static bool map_list_arg(kv_type t, kv_gen_arg_map *out) {
     case KV_TYPE_DEVICE:
     case KV_TYPE_LAYOUT:
     case KV_TYPE_MEMORY_FORMAT:
+    case KV_TYPE_GENERATOR:
         return false;
     }
     return false;
@@ -67,6 +68,11 @@ bool kv_gen_map_arg(kv_type t, kv_gen_arg_map *out) {
         *out = o ? (kv_gen_arg_map){ "const kv_device *", "kv_push_opt_device" }
                  : (kv_gen_arg_map){ "kv_device", "kv_push_device" };
         return true;
+    case KV_TYPE_GENERATOR:
+        /* The caller's generator, advanced by the kernel; NULL is None
+         * (the thread's default generator). Passed through unboxed. */
+        *out = (kv_gen_arg_map){ "kv_generator *", "kv_push_generator" };
+        return true;
     }
     return false;
 }
@@ -100,6 +106,7 @@ bool kv_gen_map_return(kv_type t, kv_gen_ret_map *out) {
         *out = (kv_gen_ret_map){ "kv_device *", "KV_IV_DEVICE", "device" };
         return true;
     case KV_TYPE_STR:
+    case KV_TYPE_GENERATOR:
         return false;
     }
     return false;
