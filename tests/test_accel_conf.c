@@ -30,7 +30,8 @@ static const char *const kSchema =
     "pin_memory=None) -> Tensor\n"
     "is_neg(Tensor self) -> bool\n"
     "view(Tensor(a) self, SymInt[] size) -> Tensor(a)\n"
-    "neg(Tensor self) -> Tensor\n";
+    "neg(Tensor self) -> Tensor\n"
+    "bernoulli.p(Tensor self, float p=0.5, *, Generator? generator=None) -> Tensor\n";
 
 static void load_schema(kv_gen_ops *ops) {
     if (kv_gen_load_text("t.schema", kSchema, ops) != KV_OK) fail_msg("schema: %s", kv_last_error_message());
@@ -210,6 +211,36 @@ static void test_generated_functional(void **state) {
                   "        st = kv_accel_box_slow(&b);\n"
                   "    }\n"
                   "    st = kv_accel_unbox_value(&b, 0);\n"
+                  "    return kv_accel_box_end(&b, st);\n"
+                  "}\n");
+    kv_gen_ops_free(&ops);
+}
+
+/* A Generator argument gets no boxing step: the kernel's stack slot (the
+ * caller's generator) reaches the target untouched on both paths, so
+ * both advance the same state. */
+static void test_generated_generator_passes_through(void **state) {
+    (void)state;
+    kv_gen_ops ops;
+    load_schema(&ops);
+    assert_int_equal(kv_gen_accel_kind_of(&op_named(&ops, "bernoulli.p")->schema), KV_GEN_ACCEL_FUNCTIONAL);
+    expect_kernel(&ops, "bernoulli.p", KV_GEN_ACCEL_DEFAULT,
+                  "/* bernoulli.p(Tensor self, float p=0.5, *, Generator? generator=None) -> Tensor\n"
+                  " * kind: functional; target: default */\n"
+                  "static kv_status accel_bernoulli_p(const kv_op *op, kv_keyset ks, kv_stack *stack) {\n"
+                  "    kv_accel_box b;\n"
+                  "    if (!kv_accel_box_begin(&b, op, ks, stack, KV_ACCEL_TARGET_DEFAULT)) return "
+                  "kv_accel_box_below(&b, KV_OP_BERNOULLI_P);\n"
+                  "    kv_status st = KV_OK;\n"
+                  "    st = kv_accel_box_tensor(&b, 0); /* self */\n"
+                  "    if (st == KV_OK && kv_accel_gate_allows(&b)) {\n"
+                  "        kv_accel_count(KV_OP_BERNOULLI_P, KV_ACCEL_PATH_FAST);\n"
+                  "        st = kv_accel_box_fast(&b);\n"
+                  "    } else if (st == KV_OK) {\n"
+                  "        kv_accel_count(KV_OP_BERNOULLI_P, KV_ACCEL_PATH_SLOW);\n"
+                  "        st = kv_accel_box_slow(&b);\n"
+                  "    }\n"
+                  "    st = kv_accel_unbox_tensor(&b, 0);\n"
                   "    return kv_accel_box_end(&b, st);\n"
                   "}\n");
     kv_gen_ops_free(&ops);
@@ -408,6 +439,7 @@ int main(void) {
         cmocka_unit_test(test_conf_errors),
         cmocka_unit_test(test_hand_registered_list),
         cmocka_unit_test(test_kind_detection),
+        cmocka_unit_test(test_generated_generator_passes_through),
         cmocka_unit_test(test_generated_functional),
         cmocka_unit_test(test_generated_inplace_and_out),
         cmocka_unit_test(test_generated_list_and_factory),

@@ -152,11 +152,15 @@ static void test_arg_type_mapping(void **state) {
     expect_arg(ty(KV_TYPE_LAYOUT, false, 0, true), "const int64_t *", "kv_push_opt_int");
     expect_arg(ty(KV_TYPE_MEMORY_FORMAT, false, 0, false), "int64_t", "kv_push_int");
     expect_arg(ty(KV_TYPE_MEMORY_FORMAT, false, 0, true), "const int64_t *", "kv_push_opt_int");
+    /* A Generator is the caller's state, passed by pointer (NULL = None). */
+    expect_arg(ty(KV_TYPE_GENERATOR, false, 0, false), "kv_generator *", "kv_push_generator");
+    expect_arg(ty(KV_TYPE_GENERATOR, false, 0, true), "kv_generator *", "kv_push_generator");
 
     kv_gen_arg_map m;
     assert_false(kv_gen_map_arg(ty(KV_TYPE_TENSOR, true, 0, true), &m)); /* Tensor[]? */
     assert_false(kv_gen_map_arg(ty(KV_TYPE_FLOAT, true, 0, false), &m)); /* float[] */
     assert_false(kv_gen_map_arg(ty(KV_TYPE_BOOL, true, 3, false), &m));  /* bool[3] */
+    assert_false(kv_gen_map_arg(ty(KV_TYPE_GENERATOR, true, 0, false), &m)); /* Generator[] */
 
     char buf[48];
     kv_gen_type_format(ty(KV_TYPE_INT, true, 1, true), buf, sizeof buf);
