@@ -150,6 +150,35 @@ typedef struct kvc_layer_norm_args {
 } kvc_layer_norm_args;
 int kvc_layer_norm(const kvc_layer_norm_args *a);
 
+/* ---- masked_fill and bernoulli (issue 15) ---- */
+/* out[og(i)] = mask[gm(i)] ? value : src[gs(i)], raw elements of esize
+ * bytes; in place (src NULL) only the masked elements are written. */
+typedef struct kvc_masked_fill_args {
+    int64_t n;
+    int esize;
+    void *out;
+    kvc_geom og;
+    const void *src;
+    kvc_geom gs;
+    const void *mask; /* bool, one byte per element */
+    kvc_geom gm;
+    uint64_t value[2]; /* the value's bytes in out's dtype */
+} kvc_masked_fill_args;
+int kvc_masked_fill(const kvc_masked_fill_args *a);
+
+/* bernoulli.p on the generator stream of kv/generator.h: element i of the
+ * contiguous out is `one` when the top 53 bits of value first + i of
+ * stream `seed` are below limit = p * 2^53 (exact), else `zero`. */
+typedef struct kvc_bernoulli_args {
+    int64_t n;
+    int esize;
+    void *out;
+    uint64_t seed, first;
+    double limit;
+    uint64_t one[2], zero[2]; /* the bytes of 1 and 0 in out's dtype */
+} kvc_bernoulli_args;
+int kvc_bernoulli(const kvc_bernoulli_args *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -131,6 +131,37 @@ KVC_HD void kvc_copy_one(const kvc_copy_args *a, int64_t i) {
     else kvc_st(a->out_kind, a->out, oo, kvc_ld(a->in_kind, a->in, io));
 }
 
+/* ---- masked_fill and bernoulli ---- */
+
+KVC_HD void kvc_masked_fill_one(const kvc_masked_fill_args *a, int64_t i) {
+    const int64_t oo = kvc_offset(&a->og, i);
+    if (((const uint8_t *)a->mask)[kvc_offset(&a->gm, i)]) memcpy((char *)a->out + oo * a->esize, a->value, (size_t)a->esize);
+    else if (a->src) kvc_move(a->esize, a->out, oo, a->src, kvc_offset(&a->gs, i));
+}
+
+/* kv_rng_u64 of src/core/rng.c, restated for the device (a plugin links
+ * nothing of libkv): SplitMix64's finalizer twice, the counter folded in
+ * between. The emulation tests compare every value with the reference,
+ * so the two cannot drift apart unnoticed. */
+KVC_HD uint64_t kvc_mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return x;
+}
+
+KVC_HD uint64_t kvc_rng_u64(uint64_t key, uint64_t counter) {
+    const uint64_t k = kvc_mix64(key * 0xD1B54A32D192ED03ull + 0x9E3779B97F4A7C15ull);
+    return kvc_mix64(k ^ kvc_mix64((counter + 1u) * 0x9E3779B97F4A7C15ull));
+}
+
+KVC_HD void kvc_bernoulli_one(const kvc_bernoulli_args *a, int64_t i) {
+    const uint64_t bits = kvc_rng_u64(a->seed, a->first + (uint64_t)i) >> 11;
+    memcpy((char *)a->out + i * a->esize, (double)bits < a->limit ? a->one : a->zero, (size_t)a->esize);
+}
+
 /* ---- reductions ---- */
 
 KVC_HD void kvc_reduce_one(const kvc_reduce_args *a, int64_t o) {

@@ -104,6 +104,20 @@ int kvc_copy(const kvc_copy_args *a) {
     return 0;
 }
 
+int kvc_masked_fill(const kvc_masked_fill_args *a) {
+    kvc_masked_fill_args h = *a;
+    if (MAP("masked_fill out", h.out) || MAP("masked_fill mask", h.mask) || MAP("masked_fill src", h.src)) return 1;
+    for (int64_t i = 0; i < h.n; i++) kvc_masked_fill_one(&h, i);
+    return 0;
+}
+
+int kvc_bernoulli(const kvc_bernoulli_args *a) {
+    kvc_bernoulli_args h = *a;
+    if (MAP("bernoulli out", h.out)) return 1;
+    for (int64_t i = 0; i < h.n; i++) kvc_bernoulli_one(&h, i);
+    return 0;
+}
+
 int kvc_reduce(const kvc_reduce_args *a) {
     kvc_reduce_args h = *a;
     if (MAP("reduce out", h.out) || MAP("reduce in", h.in)) return 1;
