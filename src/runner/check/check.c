@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "runner/check/check.h"
+
+#include "kv/tune.h"
 #include "runner/check/check_util.h"
 #include "runner/exec/inflight.h"
 #include "runner/program/program.h"
@@ -46,7 +48,19 @@ static void check_error_row(const kv_check_ctx *ctx, const char *check, const ch
     kv_check_push(ctx, &r);
 }
 
+static void case_run_untimed(const kv_case *c, const kv_run_env *env, kv_result_list *results);
+
+/* Every check runs in the tuner's untimed mode (kv/tune.h): a variant set
+ * runs its last-registered compatible variant, not the timing-based pick,
+ * so a row's verdict never depends on how fast a variant was this time.
+ * The tune check, which judges the tuner's pick itself, leaves the mode. */
 void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *results) {
+    const bool was = kv_tune_untimed_mode_set(true);
+    case_run_untimed(c, env, results);
+    kv_tune_untimed_mode_set(was);
+}
+
+static void case_run_untimed(const kv_case *c, const kv_run_env *env, kv_result_list *results) {
     if (c == NULL || results == NULL) return;
     static const kv_run_env no_env = { NULL, false, NULL, KV_GOLDEN_MODE_AUTO };
     kv_check_ctx ctx = { c, NULL, env ? env : &no_env, results };
