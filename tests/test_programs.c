@@ -24,6 +24,7 @@
 #include "kv/accel.h"
 #include "kv/backend.h"
 #include "kv/kv.h"
+#include "kv/tune.h"
 #include "runner/case/expand.h"
 #include "runner/check/check.h"
 #include "runner/check/check_fastpath.h"
@@ -409,6 +410,53 @@ static void test_broken_fast_path_names_step(void **state) {
     kv_result_list_free(&res);
 }
 
+/* A broken CPU variant inside one step: a gelu variant "kvbroken" (this
+ * test's, registered once; its predicate accepts calls only while
+ * g_broken is set) returns the reference's result with its first element
+ * off by one. The program's variant row program:CPU/kvbroken must fail
+ * naming step 2 (gelu), and the rows of the other variants pass. */
+static bool g_broken;
+static bool broken_pred(const kv_op *op, const kv_stack *stack) {
+    (void)op;
+    (void)stack;
+    return g_broken;
+}
+static kv_status broken_gelu(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    (void)ks;
+    kv_status st = kv_tune_call_variant(op, KV_KEY_CPU, "ref", stack);
+    if (st != KV_OK) return st;
+    kv_tensor *out = kv_arg_tensor(stack, 0);
+    if (out->dtype == KV_F32 && kv_tensor_numel(out) > 0) ((float *)kv_tensor_data(out))[0] += 1.0f;
+    return KV_OK;
+}
+
+static void test_broken_variant_names_step(void **state) {
+    (void)state;
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(line, sizeof line, "--program=%s/cases/programs/mlp.prog\n", cwd);
+    assert_int_equal(kv_tune_register_variant("gelu", KV_KEY_CPU, "kvbroken", broken_gelu, broken_pred), KV_OK);
+    kv_result_list res;
+    g_broken = true;
+    run_text(line, &res);
+    g_broken = false;
+    const kv_check_result *bad = row_of(&res, "program:CPU/kvbroken");
+    const kv_check_result *avx2 = row_of(&res, "program:CPU/avx2");
+    assert_non_null(bad);
+    assert_non_null(avx2);
+    if (bad->status != KV_RESULT_FAIL || strstr(bad->message, "step 2 (gelu, ") == NULL ||
+        strstr(bad->message, "-> a diverged first") == NULL || avx2->status == KV_RESULT_FAIL) {
+        dump_rows(&res);
+        fail();
+    }
+    kv_result_list_free(&res);
+    /* Refusing every call again: its row is SKIP, every other row green. */
+    run_text(line, &res);
+    assert_no_bad_row(&res);
+    assert_int_equal(row_of(&res, "program:CPU/kvbroken")->status, KV_RESULT_SKIP);
+    kv_result_list_free(&res);
+}
+
 /* The gate itself broken (the test-only hook of src/boxing/gate.c forces
  * every gate open): the Negative bit that step 1 (_neg_view) makes on
  * accel reaches the target's mm kernel in step 2 on the fast path, which
@@ -669,6 +717,7 @@ int main(void) {
         cmocka_unit_test(test_too_many_outputs),
         cmocka_unit_test(test_backward_needs_scalar),
         cmocka_unit_test(test_forced_gate_grad_fn),
+        cmocka_unit_test(test_broken_variant_names_step),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -235,16 +235,16 @@ static bool prog_compare(const kv_program *p, int k, int i, const kv_case *sc, c
 /* One row: every step on `key` (or through kv_call on accel) from the
  * truths, compared with the truths. */
 static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const kv_prog_values *truth, kv_key key,
-                             bool ref_mode) {
+                             bool ref_mode, const char *variant) {
     kv_check_result r;
     char check[64];
-    kv_check_backend_row_name("program", key, ref_mode ? "ref" : NULL, check, (int)sizeof check);
+    kv_check_backend_row_name("program", key, ref_mode ? "ref" : variant, check, (int)sizeof check);
     kv_check_result_begin(&r, ctx, check, kv_check_backend_label(key));
     kv_inflight_set_check(check);
     const kv_device_type dt = (kv_device_type)key;
     const bool via_call = dt == KV_DEVICE_ACCEL;
     const kv_device dev = { dt, 0 };
-    int done = 0;
+    int done = 0, other = 0;
     for (int k = 0; k < p->nsteps && r.status == KV_RESULT_PASS; k++) {
         const kv_prog_step *s = &p->steps[k];
         const kv_op *op = kv_op_find(s->op);
@@ -253,6 +253,13 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
         if (!via_call && kv_op_entry_kind(op, key) != KV_ENTRY_KERNEL) {
             kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "%s: %s has no %s kernel", label, s->op, kv_key_name(key));
             break;
+        }
+        /* A variant row runs the steps whose op has that variant: the
+         * others are another row's (counted in the message). */
+        const int vi = variant && kv_tune_is_dispatching(op, key) ? kv_tune_variant_find(op, key, variant) : -1;
+        if (variant && vi < 0) {
+            other++;
+            continue;
         }
         /* The truths of this step's inputs, placed on the device. */
         kv_prog_values placed;
@@ -289,10 +296,30 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
         }
         kv_case sc;
         kv_program_step_case(p, k, &tin, KV_DEVICE_CPU0, &sc);
+        if (variant) {
+            kv_ivalue slots[KV_STACK_MAX];
+            kv_stack probe = kv_stack_on(slots, KV_STACK_MAX);
+            for (int i = 0; i < din.nargs; i++) kv_stack_push(&probe, din.args[i]);
+            if (!kv_tune_variant_compatible(op, key, vi, &probe)) {
+                /* Its predicate refuses this call (dtype, strides, CPU
+                 * features): as the one-op row's SKIP, not a failure. */
+                other++;
+                kv_case_inputs_free(&tin);
+                kv_case_inputs_free(&din);
+                kv_prog_values_free(&placed);
+                continue;
+            }
+            kv_inflight_set_variant(variant);
+            kv_tune_pin(op, key, variant);
+        }
         kv_case_outputs out;
         const bool was_ref = kv_tune_reference_mode_set(ref_mode);
         st = kv_case_invoke(op, &din, via_call ? 0 : kv_keyset_of(key), &out);
         kv_tune_reference_mode_set(was_ref);
+        if (variant) {
+            kv_tune_pin(NULL, key, NULL);
+            kv_inflight_set_variant("");
+        }
         if (st == KV_OK) st = kv_check_materialize(&out);
         for (int i = 0; st == KV_OK && i < out.n; i++) {
             kv_tensor *h = kv_backend_readable(out.t[i]);
@@ -327,9 +354,33 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
     kv_inflight_set_check("");
     /* PASS here means every step ran and matched: a program has at least
      * one step (the parser and the truth both refuse none). */
-    if (r.status == KV_RESULT_PASS)
+    if (r.status == KV_RESULT_PASS && variant && done == 0)
+        kv_check_result_set(&r, KV_RESULT_SKIP, "no step's op has a variant '%s' that accepts its call", variant);
+    else if (r.status == KV_RESULT_PASS && variant)
+        kv_check_result_set(&r, KV_RESULT_PASS,
+                            "%d steps on variant '%s', each within its op's tolerance of the truth (%d steps whose op "
+                            "has no such variant or whose call it refuses: the other rows')",
+                            done, variant, other);
+    else if (r.status == KV_RESULT_PASS)
         kv_check_result_set(&r, KV_RESULT_PASS, "%d steps, each within its op's tolerance of the truth", done);
     kv_check_push(ctx, &r);
+}
+
+/* Every CPU variant name of the program's ops, in first-seen order, "ref"
+ * left out (program:CPU/ref is reference mode: every op's ref variant). */
+static int prog_variant_names(const kv_program *p, kv_key key, const char **names, int cap) {
+    int n = 0;
+    for (int k = 0; k < p->nsteps; k++) {
+        const kv_op *op = kv_op_find(p->steps[k].op);
+        if (op == NULL || !kv_tune_is_dispatching(op, key)) continue;
+        for (int i = 0; i < kv_tune_variant_count(op, key); i++) {
+            const char *v = kv_tune_variant_name(op, key, i);
+            bool seen = strcmp(v, "ref") == 0;
+            for (int j = 0; j < n && !seen; j++) seen = strcmp(names[j], v) == 0;
+            if (!seen && n < cap) names[n++] = v;
+        }
+    }
+    return n;
 }
 
 /* The backends a cpu program runs on: as the variants check's sweep
@@ -342,15 +393,20 @@ static bool prog_kernel_backend(kv_key key) {
 
 static void prog_backends(const kv_check_ctx *ctx, const kv_program *p, const kv_prog_values *truth) {
     if (ctx->c->device.type != KV_DEVICE_CPU) {
-        prog_backend_row(ctx, p, truth, kv_device_key(ctx->c->device), false);
+        prog_backend_row(ctx, p, truth, kv_device_key(ctx->c->device), false, NULL);
         return;
     }
-    prog_backend_row(ctx, p, truth, KV_KEY_CPU, true);
+    prog_backend_row(ctx, p, truth, KV_KEY_CPU, true, NULL);
     for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
         if (kv_allocator_for((kv_device_type)k) == NULL || k == KV_KEY_ACCEL) continue;
         if (k != KV_KEY_CPU && !prog_kernel_backend((kv_key)k)) continue;
         if (kv_inflight_excluded() & kv_keyset_of((kv_key)k)) continue;
-        prog_backend_row(ctx, p, truth, (kv_key)k, false);
+        prog_backend_row(ctx, p, truth, (kv_key)k, false, NULL);
+        /* One row per variant, as the one-op variants check has: a step
+         * runs pinned to it where its op has it and accepts the call. */
+        const char *names[KV_TUNE_MAX_VARIANTS * 4];
+        const int nv = prog_variant_names(p, (kv_key)k, names, (int)(sizeof names / sizeof names[0]));
+        for (int i = 0; i < nv; i++) prog_backend_row(ctx, p, truth, (kv_key)k, false, names[i]);
     }
 }
 
