@@ -235,13 +235,16 @@ static void test_case_lines(void **state) {
     assert_string_equal(msg, want);
     kv_case_list_free(&cl);
 
-    /* Modes apply (to the accel free runs), except vmap. */
-    assert_int_equal(cases_in_tmp("--program=a.prog --mode=autocast_f16,trace\n", &cl), KV_OK);
-    assert_int_equal(cl.n, 2);
+    /* Modes apply (to the accel free runs); vmap (the whole program
+     * batched) only alone. */
+    assert_int_equal(cases_in_tmp("--program=a.prog --mode=autocast_f16,trace,vmap\n", &cl), KV_OK);
+    assert_int_equal(cl.n, 3);
     assert_int_equal(cl.items[1].modes, 1u << KV_MODE_TRACE);
+    assert_int_equal(cl.items[2].modes, 1u << KV_MODE_VMAP);
     kv_case_list_free(&cl);
-    assert_int_not_equal(cases_in_tmp("--program=a.prog --mode=vmap\n", &cl), KV_OK);
-    snprintf(want, sizeof want, "%s/t.case:1:25: --mode=vmap: vmap is not supported on a --program= line yet", tmpdir);
+    assert_int_not_equal(cases_in_tmp("--program=a.prog --mode=vmap+trace\n", &cl), KV_OK);
+    snprintf(want, sizeof want, "%s/t.case:1:25: --mode=vmap+trace: on a --program= line vmap is supported alone",
+             tmpdir);
     assert_string_equal(kv_last_error_message(), want);
     kv_case_list_free(&cl);
 
@@ -455,6 +458,95 @@ static void test_broken_variant_names_step(void **state) {
     assert_no_bad_row(&res);
     assert_int_equal(row_of(&res, "program:CPU/kvbroken")->status, KV_RESULT_SKIP);
     kv_result_list_free(&res);
+}
+
+/* A broken gradient inside a chain: gelu's Autograd entry replaced (in
+ * this test only) by a layer that runs gelu below autograd and records
+ * nothing, as a missing backward formula would. The forward values are
+ * right, so every forward row passes; the gradient row of mlp_train must
+ * fail on the cpu and on accel, naming an input before gelu (the gradient
+ * of x, W1 and b1 now stops at step 2). */
+static kv_status autograd_dropping_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_AUTOGRAD), stack);
+}
+
+static void test_broken_gradient_fails_gradcheck(void **state) {
+    (void)state;
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    const kv_op *gelu = kv_op_find("gelu");
+    assert_non_null(gelu);
+    const kv_entry_kind kind = kv_op_entry_kind(gelu, KV_KEY_AUTOGRAD);
+    const kv_kernel_fn saved = kind == KV_ENTRY_KERNEL ? kv_op_entry_fn(gelu, KV_KEY_AUTOGRAD) : NULL;
+    for (int accel = 0; accel < 2; accel++) {
+        snprintf(line, sizeof line, "--program=%s/cases/programs/mlp_train.prog%s\n", cwd,
+                 accel ? " --device=accel" : "");
+        kv_result_list res;
+        run_text(line, &res);
+        const kv_check_result *g = row_of(&res, "grad:gradcheck");
+        assert_non_null(g);
+        if (g->status != KV_RESULT_PASS) dump_rows(&res);
+        assert_int_equal(g->status, KV_RESULT_PASS);
+        kv_result_list_free(&res);
+
+        assert_int_equal(kv_register_kernel("gelu", KV_KEY_AUTOGRAD, autograd_dropping_layer), KV_OK);
+        run_text(line, &res);
+        assert_int_equal(kv_register_kernel("gelu", KV_KEY_AUTOGRAD, saved), KV_OK);
+        g = row_of(&res, "grad:gradcheck");
+        assert_non_null(g);
+        if (g->status != KV_RESULT_FAIL || strstr(g->message, "backward from loss: the gradient of input ") == NULL ||
+            (strstr(g->message, "input x,") == NULL && strstr(g->message, "input w1,") == NULL &&
+             strstr(g->message, "input b1,") == NULL)) {
+            dump_rows(&res);
+            fail();
+        }
+        kv_result_list_free(&res);
+    }
+}
+
+/* A broken batching rule inside a chain: gelu's Batched entry wrapped (in
+ * this test only) by a layer that rewrites `approximate` from tanh to none
+ * before the real batched kernel runs, so the batched program differs
+ * from its samples at step 2 (gelu) only. The program:vmap row of the MLP
+ * must name step 2 and its value `a`, on the cpu and on accel. */
+static kv_kernel_fn g_batched_gelu;
+static kv_status approximate_rewriting_batched(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    kv_ivalue *a = &stack->slots[stack->size - 1];
+    if (a->tag == KV_IV_STR) a->v.str = "none";
+    return g_batched_gelu(op, ks, stack);
+}
+
+static void test_broken_batching_rule_names_step(void **state) {
+    (void)state;
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    const kv_op *gelu = kv_op_find("gelu");
+    assert_non_null(gelu);
+    const kv_entry_kind kind = kv_op_entry_kind(gelu, KV_KEY_BATCHED);
+    g_batched_gelu = kv_op_entry_fn(gelu, KV_KEY_BATCHED);
+    assert_non_null(g_batched_gelu);
+    for (int accel = 0; accel < 2; accel++) {
+        snprintf(line, sizeof line, "--program=%s/cases/programs/mlp.prog --mode=vmap%s\n", cwd,
+                 accel ? " --device=accel" : "");
+        kv_result_list res;
+        run_text(line, &res);
+        assert_no_bad_row(&res);
+        assert_int_equal(row_of(&res, "program:vmap")->status, KV_RESULT_PASS);
+        kv_result_list_free(&res);
+
+        assert_int_equal(kv_register_kernel("gelu", KV_KEY_BATCHED, approximate_rewriting_batched), KV_OK);
+        run_text(line, &res);
+        assert_int_equal(kv_register_kernel("gelu", KV_KEY_BATCHED, kind == KV_ENTRY_KERNEL ? g_batched_gelu : NULL),
+                         KV_OK);
+        const kv_check_result *v = row_of(&res, "program:vmap");
+        assert_non_null(v);
+        if (v->status != KV_RESULT_FAIL || strstr(v->message, "step 2 (gelu, ") == NULL ||
+            strstr(v->message, "-> a diverged first") == NULL) {
+            dump_rows(&res);
+            fail();
+        }
+        kv_result_list_free(&res);
+    }
 }
 
 /* The gate itself broken (the test-only hook of src/boxing/gate.c forces
@@ -718,6 +810,8 @@ int main(void) {
         cmocka_unit_test(test_backward_needs_scalar),
         cmocka_unit_test(test_forced_gate_grad_fn),
         cmocka_unit_test(test_broken_variant_names_step),
+        cmocka_unit_test(test_broken_gradient_fails_gradcheck),
+        cmocka_unit_test(test_broken_batching_rule_names_step),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

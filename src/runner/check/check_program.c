@@ -54,6 +54,9 @@
 #include "kv/backend.h"
 #include "kv/tune.h"
 #include "runner/check/check_fastpath.h"
+#include "runner/check/check_program_grad.h"
+#include "runner/check/check_program_util.h"
+#include "runner/check/check_program_vmap.h"
 #include "runner/check/check_util.h"
 #include "runner/check/compare.h"
 #include "runner/check/tolerance.h"
@@ -75,7 +78,7 @@
 #define PROG_LABEL 400
 
 /* "step 3 (gelu, cases/programs/mlp.prog:7) -> a" for messages. */
-static void prog_step_label(const kv_program *p, int k, int out, char *buf, int cap) {
+void kv_prog_step_label(const kv_program *p, int k, int out, char *buf, int cap) {
     const kv_prog_step *s = &p->steps[k];
     if (out >= 0 && s->out[out] >= 0)
         PROG_FMT(buf, (size_t)cap, "step %d (%.48s, %.200s:%d) -> %.31s", k + 1, s->op, p->path, s->line,
@@ -86,8 +89,8 @@ static void prog_step_label(const kv_program *p, int k, int out, char *buf, int 
 
 /* ---- the truth ---- */
 
-static kv_status prog_truth(const kv_program *p, const kv_case *c, kv_exact_stats *stats, kv_prog_values *truth,
-                            int *steps_run, char *why, int cap) {
+kv_status kv_prog_truth(const kv_program *p, const kv_case *c, kv_exact_stats *stats, kv_prog_values *truth,
+                        int *steps_run, char *why, int cap) {
     *steps_run = 0;
     kv_status st = kv_program_inputs(p, c, truth);
     if (st != KV_OK) {
@@ -99,7 +102,7 @@ static kv_status prog_truth(const kv_program *p, const kv_case *c, kv_exact_stat
         kv_case_inputs in;
         if (op == NULL || (st = kv_program_step_inputs(p, k, truth->v, &in)) != KV_OK) {
             char label[PROG_LABEL];
-            prog_step_label(p, k, -1, label, sizeof label);
+            kv_prog_step_label(p, k, -1, label, sizeof label);
             PROG_FMT(why, (size_t)cap, "%s: cannot box its arguments: %s", label, kv_last_error_message());
             return op == NULL ? KV_ERR_UNKNOWN_OP : st;
         }
@@ -114,7 +117,7 @@ static kv_status prog_truth(const kv_program *p, const kv_case *c, kv_exact_stat
         kv_case_inputs_free(&in);
         if (st != KV_OK) {
             char label[PROG_LABEL];
-            prog_step_label(p, k, -1, label, sizeof label);
+            kv_prog_step_label(p, k, -1, label, sizeof label);
             PROG_FMT(why, (size_t)cap, "%s: the reference failed: %s", label, kv_last_error_message());
             kv_case_outputs_free(&out);
             return st;
@@ -181,7 +184,7 @@ static void prog_golden(const kv_check_ctx *ctx, const kv_program *p, const kv_p
             }
             if (v.outcome != KV_GOLDEN_OK) {
                 char label[PROG_LABEL];
-                prog_step_label(p, where_step[i], where_out[i], label, sizeof label);
+                kv_prog_step_label(p, where_step[i], where_out[i], label, sizeof label);
                 kv_check_result_set(&r, v.outcome == KV_GOLDEN_DIFFERS ? KV_RESULT_FAIL : KV_RESULT_ERROR,
                                     "%s: the truth is %s against the store: %s", label,
                                     kv_golden_outcome_name(v.outcome), v.message);
@@ -200,10 +203,10 @@ static void prog_golden(const kv_check_ctx *ctx, const kv_program *p, const kv_p
 
 /* Compares `got` (host-readable) with step k output i's truth; false with
  * the row set to FAIL. */
-static bool prog_compare(const kv_program *p, int k, int i, const kv_case *sc, const kv_case_inputs *tin,
+bool kv_prog_compare(const kv_program *p, int k, int i, const kv_case *sc, const kv_case_inputs *tin,
                          const kv_tensor *expected, const kv_tensor *got, kv_check_result *r) {
     char label[PROG_LABEL];
-    prog_step_label(p, k, i, label, sizeof label);
+    kv_prog_step_label(p, k, i, label, sizeof label);
     kv_bound_kind bk = KV_BOUND_NONE;
     const kv_tol_entry *entry = NULL;
     kv_cmp_rule rule = kv_tol_rule_for(sc, got->dtype, &bk, &entry);
@@ -249,7 +252,7 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
         const kv_prog_step *s = &p->steps[k];
         const kv_op *op = kv_op_find(s->op);
         char label[PROG_LABEL];
-        prog_step_label(p, k, -1, label, sizeof label);
+        kv_prog_step_label(p, k, -1, label, sizeof label);
         if (!via_call && kv_op_entry_kind(op, key) != KV_ENTRY_KERNEL) {
             kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "%s: %s has no %s kernel", label, s->op, kv_key_name(key));
             break;
@@ -342,7 +345,7 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
         } else {
             for (int i = 0; i < out.n; i++) {
                 if (s->out[i] < 0) continue;
-                if (!prog_compare(p, k, i, &sc, &tin, truth->v[s->out[i]], out.t[i], &r)) break;
+                if (!kv_prog_compare(p, k, i, &sc, &tin, truth->v[s->out[i]], out.t[i], &r)) break;
             }
             if (r.status == KV_RESULT_PASS) done++;
         }
@@ -566,7 +569,7 @@ static bool prog_runs_same(const kv_program *p, const prog_run *a, const prog_ru
             const int v = s->out[i];
             if (v < 0) continue;
             char label[PROG_LABEL];
-            prog_step_label(p, k, i, label, sizeof label);
+            kv_prog_step_label(p, k, i, label, sizeof label);
             bool meta = a->ndim[v] == b->ndim[v] && a->dtype[v] == b->dtype[v] && a->offset[v] == b->offset[v];
             for (int d = 0; meta && d < a->ndim[v]; d++)
                 meta = a->sizes[v][d] == b->sizes[v][d] && a->strides[v][d] == b->strides[v][d];
@@ -657,7 +660,7 @@ static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
         for (int i = 0; i < 3 && r.status == KV_RESULT_PASS; i++) {
             if (runs[i].status == KV_OK) continue;
             char label[PROG_LABEL];
-            prog_step_label(p, runs[i].failed_step >= 0 ? runs[i].failed_step : 0, -1, label, sizeof label);
+            kv_prog_step_label(p, runs[i].failed_step >= 0 ? runs[i].failed_step : 0, -1, label, sizeof label);
             /* A step the target has no kernel for (oneDNN's cat of a
              * legacy empty tensor) is unsupported, as in the one-op check:
              * counted, never a failure; only a path that fails where slow
@@ -715,7 +718,7 @@ void kv_check_program_run(const kv_check_ctx *ctx) {
     kv_prog_values truth;
     int steps = 0;
     char why[KV_RESULT_MESSAGE_MAX / 2];
-    const kv_status st = prog_truth(p, ctx->c, ctx->env->regen_golden ? kv_exact_run_stats() : NULL, &truth, &steps, why,
+    const kv_status st = kv_prog_truth(p, ctx->c, ctx->env->regen_golden ? kv_exact_run_stats() : NULL, &truth, &steps, why,
                                   (int)sizeof why);
     if (st != KV_OK || steps == 0) {
         kv_check_result_begin(&r, ctx, "program", NULL);
@@ -725,7 +728,13 @@ void kv_check_program_run(const kv_check_ctx *ctx) {
         if (ctx->c->device.type == KV_DEVICE_CPU) prog_golden(ctx, p, &truth);
         if (!ctx->env->regen_golden) {
             prog_backends(ctx, p, &truth);
-            if (ctx->c->device.type == KV_DEVICE_ACCEL) prog_fastpath(ctx, p);
+            /* vmap sends every batched call below the boxing layer (the
+             * slow path): its row compares the batched program with its
+             * samples instead of fast paths ON vs OFF. */
+            const bool vmap = (ctx->c->modes & (1u << KV_MODE_VMAP)) != 0;
+            if (vmap) kv_check_program_vmap(ctx, p);
+            else if (ctx->c->device.type == KV_DEVICE_ACCEL) prog_fastpath(ctx, p);
+            if (p->backward >= 0) kv_check_program_grad(ctx, p);
         }
     }
     kv_prog_values_free(&truth);
