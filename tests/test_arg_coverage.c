@@ -58,8 +58,7 @@
 
 #include "kv/kv.h"
 #include "runner/case/case_args.h"
-#include "runner/case/expand.h"
-#include "runner/exec/driver.h"
+#include "test_util.h"
 
 /* ---- the tables ---- */
 
@@ -523,17 +522,6 @@ static void needs_of(const kv_schema *s, int ai, need_list *l) {
 
 /* ---- the test ---- */
 
-static void load_suite(kv_case_list *cases) {
-    kv_path_list files = { 0 };
-    assert_int_equal(kv_driver_collect("cases", &files), KV_OK);
-    assert_true(files.n > 0);
-    for (int i = 0; i < files.n; i++) {
-        kv_status st = kv_cases_from_file(files.items[i], cases);
-        if (st != KV_OK) fail_msg("%s: %s", files.items[i], kv_last_error_message());
-    }
-    kv_path_list_free(&files);
-}
-
 static const char *exception_for(const char *op, const char *arg, const char *cls) {
     for (int i = 0; i < COUNT(exceptions); i++)
         if (strcmp(exceptions[i].op, op) == 0 && strcmp(exceptions[i].arg, arg) == 0 &&
@@ -551,7 +539,7 @@ static void test_every_argument_value_class_has_a_case(void **state) {
     (void)state;
     assert_int_equal(kv_init(), KV_OK);
     kv_case_list cases = { 0 };
-    load_suite(&cases);
+    kv_test_load_suite(&cases);
     const int nops = kv_op_count();
     arg_hits *table = calloc((size_t)nops * KV_SCHEMA_MAX_ARGS, sizeof *table);
     assert_non_null(table);

@@ -549,6 +549,44 @@ static void test_broken_batching_rule_names_step(void **state) {
     }
 }
 
+/* Lazy bits on the cpu: program:CPU runs each step through kv_call, so
+ * mlp_train's b1, carrying the Negative bit, reaches step 1 (addmm)
+ * through the Negative fallback. A layer at the Negative key that passes
+ * addmm down without resolving the bit (this test's) lets the bit reach
+ * the CPU kernel: program:CPU must fail naming step 1, while
+ * program:CPU/ref (the kernel alone, no bits) passes. */
+static kv_status negative_ignoring_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_NEGATIVE), stack);
+}
+
+static void test_cpu_lazy_bits_reach_dispatcher(void **state) {
+    (void)state;
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(line, sizeof line, "--program=%s/cases/programs/mlp_train.prog\n", cwd);
+    const kv_op *addmm = kv_op_find("addmm");
+    assert_non_null(addmm);
+    const kv_kernel_fn saved =
+        kv_op_entry_kind(addmm, KV_KEY_NEGATIVE) == KV_ENTRY_KERNEL ? kv_op_entry_fn(addmm, KV_KEY_NEGATIVE) : NULL;
+    kv_result_list res;
+    run_text(line, &res);
+    assert_no_bad_row(&res);
+    kv_result_list_free(&res);
+    assert_int_equal(kv_register_kernel("addmm", KV_KEY_NEGATIVE, negative_ignoring_layer), KV_OK);
+    run_text(line, &res);
+    assert_int_equal(kv_register_kernel("addmm", KV_KEY_NEGATIVE, saved), KV_OK);
+    const kv_check_result *cpu = row_of(&res, "program:CPU");
+    const kv_check_result *ref = row_of(&res, "program:CPU/ref");
+    assert_non_null(cpu);
+    assert_non_null(ref);
+    if (cpu->status != KV_RESULT_FAIL || strstr(cpu->message, "step 1 (addmm, ") == NULL ||
+        ref->status != KV_RESULT_PASS) {
+        dump_rows(&res);
+        fail();
+    }
+    kv_result_list_free(&res);
+}
+
 /* The gate itself broken (the test-only hook of src/boxing/gate.c forces
  * every gate open): the Negative bit that step 1 (_neg_view) makes on
  * accel reaches the target's mm kernel in step 2 on the fast path, which
@@ -812,6 +850,7 @@ int main(void) {
         cmocka_unit_test(test_broken_variant_names_step),
         cmocka_unit_test(test_broken_gradient_fails_gradcheck),
         cmocka_unit_test(test_broken_batching_rule_names_step),
+        cmocka_unit_test(test_cpu_lazy_bits_reach_dispatcher),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

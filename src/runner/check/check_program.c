@@ -246,6 +246,12 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
     kv_inflight_set_check(check);
     const kv_device_type dt = (kv_device_type)key;
     const bool via_call = dt == KV_DEVICE_ACCEL;
+    /* program:CPU is the dispatcher as a user's call meets it: kv_call,
+     * with the inputs' lazy bits on the cpu too (the bits' fallbacks
+     * resolve them before the CPU kernel). The ref, variant and other
+     * backends' rows call the backend's kernel alone, which never sees a
+     * bit. */
+    const bool dispatched = via_call || (key == KV_KEY_CPU && !ref_mode && variant == NULL);
     const kv_device dev = { dt, 0 };
     int done = 0, other = 0;
     for (int k = 0; k < p->nsteps && r.status == KV_RESULT_PASS; k++) {
@@ -277,11 +283,13 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
                 for (int j = 0; pa->kind == KV_PROG_ARG_LIST && j < pa->nlist; j++) used |= pa->list[j] == v;
             }
             if (!used) continue;
-            if (dt == KV_DEVICE_CPU && (v >= p->ninputs || p->inputs[v].layout == KV_LAYOUT_CONTIGUOUS)) {
+            const unsigned bits = dispatched && v < p->ninputs ? p->inputs[v].lazy : 0;
+            if (dt == KV_DEVICE_CPU && bits == 0 &&
+                (v >= p->ninputs || p->inputs[v].layout == KV_LAYOUT_CONTIGUOUS)) {
                 kv_tensor_retain(truth->v[v]);
                 placed.v[v] = truth->v[v];
             } else if ((placed.v[v] = kv_lazy_input_build(
-                            truth->v[v], via_call && v < p->ninputs ? p->inputs[v].lazy : 0,
+                            truth->v[v], bits,
                             v < p->ninputs ? p->inputs[v].layout : KV_LAYOUT_CONTIGUOUS, dev, false, false, NULL)) == NULL) {
                 st = kv_last_error();
             }
@@ -317,7 +325,7 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
         }
         kv_case_outputs out;
         const bool was_ref = kv_tune_reference_mode_set(ref_mode);
-        st = kv_case_invoke(op, &din, via_call ? 0 : kv_keyset_of(key), &out);
+        st = kv_case_invoke(op, &din, dispatched ? 0 : kv_keyset_of(key), &out);
         kv_tune_reference_mode_set(was_ref);
         if (variant) {
             kv_tune_pin(NULL, key, NULL);
