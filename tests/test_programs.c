@@ -587,6 +587,43 @@ static void test_cpu_lazy_bits_reach_dispatcher(void **state) {
     kv_result_list_free(&res);
 }
 
+/* A mode broken inside a chain: addmm's Autocast entry replaced (in this
+ * test only) by a layer that passes the call down uncast, as a missing
+ * autocast rule would. The MLP's program:modes row under autocast_f16 must
+ * fail naming step 1 (addmm), on the cpu and on accel. */
+static kv_status autocast_skipping_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_AUTOCAST), stack);
+}
+
+static void test_broken_mode_names_step(void **state) {
+    (void)state;
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    const kv_op *addmm = kv_op_find("addmm");
+    assert_non_null(addmm);
+    const kv_kernel_fn saved =
+        kv_op_entry_kind(addmm, KV_KEY_AUTOCAST) == KV_ENTRY_KERNEL ? kv_op_entry_fn(addmm, KV_KEY_AUTOCAST) : NULL;
+    for (int accel = 0; accel < 2; accel++) {
+        snprintf(line, sizeof line, "--program=%s/cases/programs/mlp.prog --mode=autocast_f16%s\n", cwd,
+                 accel ? " --device=accel" : "");
+        kv_result_list res;
+        run_text(line, &res);
+        assert_no_bad_row(&res);
+        assert_int_equal(row_of(&res, "program:modes")->status, KV_RESULT_PASS);
+        kv_result_list_free(&res);
+        assert_int_equal(kv_register_kernel("addmm", KV_KEY_AUTOCAST, autocast_skipping_layer), KV_OK);
+        run_text(line, &res);
+        assert_int_equal(kv_register_kernel("addmm", KV_KEY_AUTOCAST, saved), KV_OK);
+        const kv_check_result *m = row_of(&res, "program:modes");
+        assert_non_null(m);
+        if (m->status != KV_RESULT_FAIL || strstr(m->message, "step 1 (addmm, ") == NULL) {
+            dump_rows(&res);
+            fail();
+        }
+        kv_result_list_free(&res);
+    }
+}
+
 /* The gate itself broken (the test-only hook of src/boxing/gate.c forces
  * every gate open): the Negative bit that step 1 (_neg_view) makes on
  * accel reaches the target's mm kernel in step 2 on the fast path, which
@@ -851,6 +888,7 @@ int main(void) {
         cmocka_unit_test(test_broken_gradient_fails_gradcheck),
         cmocka_unit_test(test_broken_batching_rule_names_step),
         cmocka_unit_test(test_cpu_lazy_bits_reach_dispatcher),
+        cmocka_unit_test(test_broken_mode_names_step),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -55,6 +55,7 @@
 #include "kv/tune.h"
 #include "runner/check/check_fastpath.h"
 #include "runner/check/check_program_grad.h"
+#include "runner/check/check_program_modes.h"
 #include "runner/check/check_program_util.h"
 #include "runner/check/check_program_vmap.h"
 #include "runner/check/check_util.h"
@@ -742,6 +743,7 @@ void kv_check_program_run(const kv_check_ctx *ctx) {
             const bool vmap = (ctx->c->modes & (1u << KV_MODE_VMAP)) != 0;
             if (vmap) kv_check_program_vmap(ctx, p);
             else if (ctx->c->device.type == KV_DEVICE_ACCEL) prog_fastpath(ctx, p);
+            if (!vmap && ctx->c->modes != 0) kv_check_program_modes(ctx, p, &truth);
             if (p->backward >= 0) kv_check_program_grad(ctx, p);
         }
     }
