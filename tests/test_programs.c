@@ -460,168 +460,117 @@ static void test_broken_variant_names_step(void **state) {
     kv_result_list_free(&res);
 }
 
-/* A broken gradient inside a chain: gelu's Autograd entry replaced (in
- * this test only) by a layer that runs gelu below autograd and records
- * nothing, as a missing backward formula would. The forward values are
- * right, so every forward row passes; the gradient row of mlp_train must
- * fail on the cpu and on accel, naming an input before gelu (the gradient
- * of x, W1 and b1 now stops at step 2). */
+/* ---- one layer broken inside a chain ----
+ * Each test below puts a layer of its own at one dispatch key of one op
+ * (in this test only; the entry it replaces is put back), runs a suite
+ * program on the cpu and on accel, and expects the program green before
+ * and one row failing with a message naming the step after. A layer that
+ * must run the replaced entry finds it in g_replaced. */
+static kv_kernel_fn g_replaced;
+
+typedef struct layer_break {
+    const char *op;          /* the op whose entry the layer replaces */
+    kv_key key;
+    kv_kernel_fn layer;
+    const char *line;        /* "cases/programs/mlp.prog --mode=vmap": the case line after --program= */
+    const char *row;         /* the row that must fail */
+    const char *needles[3];  /* each must be in its message; NULL-terminated */
+    const char *passes;      /* a row that must still pass on the cpu, or NULL */
+    const char *accel_row;   /* the row on accel when its name differs, else NULL */
+} layer_break;
+
+static void expect_layer_breaks_row(const layer_break *b) {
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    const kv_op *op = kv_op_find(b->op);
+    assert_non_null(op);
+    const kv_entry_kind kind = kv_op_entry_kind(op, b->key);
+    g_replaced = kv_op_entry_fn(op, b->key);
+    for (int accel = 0; accel < 2; accel++) {
+        snprintf(line, sizeof line, "--program=%s/%s%s\n", cwd, b->line, accel ? " --device=accel" : "");
+        kv_result_list res;
+        run_text(line, &res);
+        assert_no_bad_row(&res);
+        kv_result_list_free(&res);
+        assert_int_equal(kv_register_kernel(b->op, b->key, b->layer), KV_OK);
+        run_text(line, &res);
+        assert_int_equal(kv_register_kernel(b->op, b->key, kind == KV_ENTRY_KERNEL ? g_replaced : NULL), KV_OK);
+        const char *name = accel && b->accel_row ? b->accel_row : b->row;
+        const kv_check_result *r = row_of(&res, name);
+        bool ok = r != NULL && r->status == KV_RESULT_FAIL;
+        for (int i = 0; ok && b->needles[i]; i++) ok = strstr(r->message, b->needles[i]) != NULL;
+        const kv_check_result *other = b->passes && !accel ? row_of(&res, b->passes) : NULL;
+        if (b->passes && !accel) ok = ok && other != NULL && other->status == KV_RESULT_PASS;
+        if (!ok) {
+            dump_rows(&res);
+            fail_msg("%s at %s of %s: row %s did not fail as expected", b->line, kv_key_name(b->key), b->op, name);
+        }
+        kv_result_list_free(&res);
+    }
+}
+
+/* A broken gradient: gelu's Autograd entry runs gelu below autograd and
+ * records nothing, as a missing backward formula would. The forward values
+ * are right; mlp_train's gradient row must name the input x, whose
+ * gradient now stops at step 2. */
 static kv_status autograd_dropping_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_AUTOGRAD), stack);
 }
 
 static void test_broken_gradient_fails_gradcheck(void **state) {
     (void)state;
-    char cwd[512], line[1024];
-    assert_non_null(getcwd(cwd, sizeof cwd));
-    const kv_op *gelu = kv_op_find("gelu");
-    assert_non_null(gelu);
-    const kv_entry_kind kind = kv_op_entry_kind(gelu, KV_KEY_AUTOGRAD);
-    const kv_kernel_fn saved = kind == KV_ENTRY_KERNEL ? kv_op_entry_fn(gelu, KV_KEY_AUTOGRAD) : NULL;
-    for (int accel = 0; accel < 2; accel++) {
-        snprintf(line, sizeof line, "--program=%s/cases/programs/mlp_train.prog%s\n", cwd,
-                 accel ? " --device=accel" : "");
-        kv_result_list res;
-        run_text(line, &res);
-        const kv_check_result *g = row_of(&res, "grad:gradcheck");
-        assert_non_null(g);
-        if (g->status != KV_RESULT_PASS) dump_rows(&res);
-        assert_int_equal(g->status, KV_RESULT_PASS);
-        kv_result_list_free(&res);
-
-        assert_int_equal(kv_register_kernel("gelu", KV_KEY_AUTOGRAD, autograd_dropping_layer), KV_OK);
-        run_text(line, &res);
-        assert_int_equal(kv_register_kernel("gelu", KV_KEY_AUTOGRAD, saved), KV_OK);
-        g = row_of(&res, "grad:gradcheck");
-        assert_non_null(g);
-        if (g->status != KV_RESULT_FAIL || strstr(g->message, "backward from loss: the gradient of input ") == NULL ||
-            (strstr(g->message, "input x,") == NULL && strstr(g->message, "input w1,") == NULL &&
-             strstr(g->message, "input b1,") == NULL)) {
-            dump_rows(&res);
-            fail();
-        }
-        kv_result_list_free(&res);
-    }
+    const layer_break b = { "gelu", KV_KEY_AUTOGRAD, autograd_dropping_layer, "cases/programs/mlp_train.prog",
+                            "grad:gradcheck", { "backward from loss: the gradient of input x, element ", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
 }
 
-/* A broken batching rule inside a chain: gelu's Batched entry wrapped (in
- * this test only) by a layer that rewrites `approximate` from tanh to none
- * before the real batched kernel runs, so the batched program differs
- * from its samples at step 2 (gelu) only. The program:vmap row of the MLP
- * must name step 2 and its value `a`, on the cpu and on accel. */
-static kv_kernel_fn g_batched_gelu;
+/* A broken batching rule: gelu's Batched entry rewrites `approximate`
+ * from tanh to none before the real batched kernel runs, so the batched
+ * MLP differs from its samples at step 2 (gelu) only. */
 static kv_status approximate_rewriting_batched(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     kv_ivalue *a = &stack->slots[stack->size - 1];
     if (a->tag == KV_IV_STR) a->v.str = "none";
-    return g_batched_gelu(op, ks, stack);
+    return g_replaced(op, ks, stack);
 }
 
 static void test_broken_batching_rule_names_step(void **state) {
     (void)state;
-    char cwd[512], line[1024];
-    assert_non_null(getcwd(cwd, sizeof cwd));
-    const kv_op *gelu = kv_op_find("gelu");
-    assert_non_null(gelu);
-    const kv_entry_kind kind = kv_op_entry_kind(gelu, KV_KEY_BATCHED);
-    g_batched_gelu = kv_op_entry_fn(gelu, KV_KEY_BATCHED);
-    assert_non_null(g_batched_gelu);
-    for (int accel = 0; accel < 2; accel++) {
-        snprintf(line, sizeof line, "--program=%s/cases/programs/mlp.prog --mode=vmap%s\n", cwd,
-                 accel ? " --device=accel" : "");
-        kv_result_list res;
-        run_text(line, &res);
-        assert_no_bad_row(&res);
-        assert_int_equal(row_of(&res, "program:vmap")->status, KV_RESULT_PASS);
-        kv_result_list_free(&res);
-
-        assert_int_equal(kv_register_kernel("gelu", KV_KEY_BATCHED, approximate_rewriting_batched), KV_OK);
-        run_text(line, &res);
-        assert_int_equal(kv_register_kernel("gelu", KV_KEY_BATCHED, kind == KV_ENTRY_KERNEL ? g_batched_gelu : NULL),
-                         KV_OK);
-        const kv_check_result *v = row_of(&res, "program:vmap");
-        assert_non_null(v);
-        if (v->status != KV_RESULT_FAIL || strstr(v->message, "step 2 (gelu, ") == NULL ||
-            strstr(v->message, "-> a diverged first") == NULL) {
-            dump_rows(&res);
-            fail();
-        }
-        kv_result_list_free(&res);
-    }
+    const layer_break b = { "gelu", KV_KEY_BATCHED, approximate_rewriting_batched,
+                            "cases/programs/mlp.prog --mode=vmap", "program:vmap",
+                            { "step 2 (gelu, ", "-> a diverged first", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
 }
 
 /* Lazy bits on the cpu: program:CPU runs each step through kv_call, so
  * mlp_train's b1, carrying the Negative bit, reaches step 1 (addmm)
- * through the Negative fallback. A layer at the Negative key that passes
- * addmm down without resolving the bit (this test's) lets the bit reach
- * the CPU kernel: program:CPU must fail naming step 1, while
- * program:CPU/ref (the kernel alone, no bits) passes. */
+ * through the Negative fallback. A layer that passes addmm down without
+ * resolving the bit lets it reach the kernel: program:CPU (and
+ * program:Accel) must name step 1, while program:CPU/ref (the kernel
+ * alone, no bits) passes. */
 static kv_status negative_ignoring_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_NEGATIVE), stack);
 }
 
 static void test_cpu_lazy_bits_reach_dispatcher(void **state) {
     (void)state;
-    char cwd[512], line[1024];
-    assert_non_null(getcwd(cwd, sizeof cwd));
-    snprintf(line, sizeof line, "--program=%s/cases/programs/mlp_train.prog\n", cwd);
-    const kv_op *addmm = kv_op_find("addmm");
-    assert_non_null(addmm);
-    const kv_kernel_fn saved =
-        kv_op_entry_kind(addmm, KV_KEY_NEGATIVE) == KV_ENTRY_KERNEL ? kv_op_entry_fn(addmm, KV_KEY_NEGATIVE) : NULL;
-    kv_result_list res;
-    run_text(line, &res);
-    assert_no_bad_row(&res);
-    kv_result_list_free(&res);
-    assert_int_equal(kv_register_kernel("addmm", KV_KEY_NEGATIVE, negative_ignoring_layer), KV_OK);
-    run_text(line, &res);
-    assert_int_equal(kv_register_kernel("addmm", KV_KEY_NEGATIVE, saved), KV_OK);
-    const kv_check_result *cpu = row_of(&res, "program:CPU");
-    const kv_check_result *ref = row_of(&res, "program:CPU/ref");
-    assert_non_null(cpu);
-    assert_non_null(ref);
-    if (cpu->status != KV_RESULT_FAIL || strstr(cpu->message, "step 1 (addmm, ") == NULL ||
-        ref->status != KV_RESULT_PASS) {
-        dump_rows(&res);
-        fail();
-    }
-    kv_result_list_free(&res);
+    const layer_break b = { "addmm", KV_KEY_NEGATIVE, negative_ignoring_layer, "cases/programs/mlp_train.prog",
+                            "program:CPU", { "step 1 (addmm, ", NULL }, "program:CPU/ref", "program:Accel" };
+    expect_layer_breaks_row(&b);
 }
 
-/* A mode broken inside a chain: addmm's Autocast entry replaced (in this
- * test only) by a layer that passes the call down uncast, as a missing
- * autocast rule would. The MLP's program:modes row under autocast_f16 must
- * fail naming step 1 (addmm), on the cpu and on accel. */
+/* A broken mode: addmm's Autocast entry passes the call down uncast, as a
+ * missing autocast rule would; the MLP's program:modes row under
+ * autocast_f16 must name step 1 (addmm). */
 static kv_status autocast_skipping_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_AUTOCAST), stack);
 }
 
 static void test_broken_mode_names_step(void **state) {
     (void)state;
-    char cwd[512], line[1024];
-    assert_non_null(getcwd(cwd, sizeof cwd));
-    const kv_op *addmm = kv_op_find("addmm");
-    assert_non_null(addmm);
-    const kv_kernel_fn saved =
-        kv_op_entry_kind(addmm, KV_KEY_AUTOCAST) == KV_ENTRY_KERNEL ? kv_op_entry_fn(addmm, KV_KEY_AUTOCAST) : NULL;
-    for (int accel = 0; accel < 2; accel++) {
-        snprintf(line, sizeof line, "--program=%s/cases/programs/mlp.prog --mode=autocast_f16%s\n", cwd,
-                 accel ? " --device=accel" : "");
-        kv_result_list res;
-        run_text(line, &res);
-        assert_no_bad_row(&res);
-        assert_int_equal(row_of(&res, "program:modes")->status, KV_RESULT_PASS);
-        kv_result_list_free(&res);
-        assert_int_equal(kv_register_kernel("addmm", KV_KEY_AUTOCAST, autocast_skipping_layer), KV_OK);
-        run_text(line, &res);
-        assert_int_equal(kv_register_kernel("addmm", KV_KEY_AUTOCAST, saved), KV_OK);
-        const kv_check_result *m = row_of(&res, "program:modes");
-        assert_non_null(m);
-        if (m->status != KV_RESULT_FAIL || strstr(m->message, "step 1 (addmm, ") == NULL) {
-            dump_rows(&res);
-            fail();
-        }
-        kv_result_list_free(&res);
-    }
+    const layer_break b = { "addmm", KV_KEY_AUTOCAST, autocast_skipping_layer,
+                            "cases/programs/mlp.prog --mode=autocast_f16", "program:modes",
+                            { "step 1 (addmm, ", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
 }
 
 /* The gate itself broken (the test-only hook of src/boxing/gate.c forces
