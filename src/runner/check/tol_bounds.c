@@ -410,6 +410,12 @@ kv_status kv_tol_bounds(kv_bound_kind kind, double c_value, const kv_case *c, co
     const int64_t nout = kv_tensor_numel(expected);
     double *b = calloc((size_t)(nout > 0 ? nout : 1), sizeof *b);
     if (b == NULL) return kv_error(KV_ERR_OOM, "%s: bound: out of memory for %lld doubles", c->op, (long long)nout);
+    /* An empty output has no element to bound; the per-element walks
+     * below (do-while over the output's index space) assume one. */
+    if (nout == 0) {
+        *out = b;
+        return KV_OK;
+    }
     const tb_args a = { op, kv_op_schema(op), in };
     const double u = kv_unit_roundoff(expected->dtype);
     kv_status st = KV_OK;
