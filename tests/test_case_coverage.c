@@ -13,24 +13,12 @@
 #include <string.h>
 
 #include "kv/kv.h"
-#include "runner/exec/driver.h"
-#include "runner/case/expand.h"
-
-static void load_suite(kv_case_list *cases) {
-    kv_path_list files = { 0 };
-    assert_int_equal(kv_driver_collect("cases", &files), KV_OK);
-    assert_true(files.n > 0);
-    for (int i = 0; i < files.n; i++) {
-        kv_status st = kv_cases_from_file(files.items[i], cases);
-        if (st != KV_OK) fail_msg("%s: %s", files.items[i], kv_last_error_message());
-    }
-    kv_path_list_free(&files);
-}
+#include "test_util.h"
 
 static void test_every_op_has_a_passing_case(void **state) {
     (void)state;
     kv_case_list cases = { 0 };
-    load_suite(&cases);
+    kv_test_load_suite(&cases);
     assert_true(cases.n > 0);
     int missing = 0;
     for (int i = 0; i < kv_op_count(); i++) {
@@ -53,7 +41,7 @@ static void test_every_op_has_a_passing_case(void **state) {
 static void test_every_tensor_op_has_a_non_contiguous_case(void **state) {
     (void)state;
     kv_case_list cases = { 0 };
-    load_suite(&cases);
+    kv_test_load_suite(&cases);
     int missing = 0;
     for (int i = 0; i < kv_op_count(); i++) {
         const kv_op *op = kv_op_at(i);

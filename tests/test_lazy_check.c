@@ -20,6 +20,7 @@
 #include "runner/check/check.h"
 #include "runner/exec/driver.h"
 #include "runner/case/expand.h"
+#include "test_util.h"
 
 /* ---- helpers ---- */
 
@@ -391,14 +392,8 @@ static bool any_lazy(const kv_case *c, unsigned bit) {
  * every in-place op, autocast for every op on an autocast list. */
 static void test_suite_covers_every_op(void **state) {
     (void)state;
-    kv_path_list files = { 0 };
     kv_case_list cases = { 0 };
-    assert_int_equal(kv_driver_collect("cases", &files), KV_OK);
-    for (int i = 0; i < files.n; i++) {
-        const kv_status st = kv_cases_from_file(files.items[i], &cases);
-        if (st != KV_OK) fail_msg("%s: %s", files.items[i], kv_last_error_message());
-    }
-    kv_path_list_free(&files);
+    kv_test_load_suite(&cases);
     int missing = 0;
     for (int k = 0; k < kv_op_count(); k++) {
         const kv_op *op = kv_op_at(k);

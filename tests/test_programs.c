@@ -24,6 +24,7 @@
 #include "kv/accel.h"
 #include "kv/backend.h"
 #include "kv/kv.h"
+#include "kv/tune.h"
 #include "runner/case/expand.h"
 #include "runner/check/check.h"
 #include "runner/check/check_fastpath.h"
@@ -234,13 +235,16 @@ static void test_case_lines(void **state) {
     assert_string_equal(msg, want);
     kv_case_list_free(&cl);
 
-    /* Modes apply (to the accel free runs), except vmap. */
-    assert_int_equal(cases_in_tmp("--program=a.prog --mode=autocast_f16,trace\n", &cl), KV_OK);
-    assert_int_equal(cl.n, 2);
+    /* Modes apply (to the accel free runs); vmap (the whole program
+     * batched) only alone. */
+    assert_int_equal(cases_in_tmp("--program=a.prog --mode=autocast_f16,trace,vmap\n", &cl), KV_OK);
+    assert_int_equal(cl.n, 3);
     assert_int_equal(cl.items[1].modes, 1u << KV_MODE_TRACE);
+    assert_int_equal(cl.items[2].modes, 1u << KV_MODE_VMAP);
     kv_case_list_free(&cl);
-    assert_int_not_equal(cases_in_tmp("--program=a.prog --mode=vmap\n", &cl), KV_OK);
-    snprintf(want, sizeof want, "%s/t.case:1:25: --mode=vmap: vmap is not supported on a --program= line yet", tmpdir);
+    assert_int_not_equal(cases_in_tmp("--program=a.prog --mode=vmap+trace\n", &cl), KV_OK);
+    snprintf(want, sizeof want, "%s/t.case:1:25: --mode=vmap+trace: on a --program= line vmap is supported alone",
+             tmpdir);
     assert_string_equal(kv_last_error_message(), want);
     kv_case_list_free(&cl);
 
@@ -407,6 +411,166 @@ static void test_broken_fast_path_names_step(void **state) {
     run_text(line, &res);
     assert_no_bad_row(&res);
     kv_result_list_free(&res);
+}
+
+/* A broken CPU variant inside one step: a gelu variant "kvbroken" (this
+ * test's, registered once; its predicate accepts calls only while
+ * g_broken is set) returns the reference's result with its first element
+ * off by one. The program's variant row program:CPU/kvbroken must fail
+ * naming step 2 (gelu), and the rows of the other variants pass. */
+static bool g_broken;
+static bool broken_pred(const kv_op *op, const kv_stack *stack) {
+    (void)op;
+    (void)stack;
+    return g_broken;
+}
+static kv_status broken_gelu(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    (void)ks;
+    kv_status st = kv_tune_call_variant(op, KV_KEY_CPU, "ref", stack);
+    if (st != KV_OK) return st;
+    kv_tensor *out = kv_arg_tensor(stack, 0);
+    if (out->dtype == KV_F32 && kv_tensor_numel(out) > 0) ((float *)kv_tensor_data(out))[0] += 1.0f;
+    return KV_OK;
+}
+
+static void test_broken_variant_names_step(void **state) {
+    (void)state;
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(line, sizeof line, "--program=%s/cases/programs/mlp.prog\n", cwd);
+    assert_int_equal(kv_tune_register_variant("gelu", KV_KEY_CPU, "kvbroken", broken_gelu, broken_pred), KV_OK);
+    kv_result_list res;
+    g_broken = true;
+    run_text(line, &res);
+    g_broken = false;
+    const kv_check_result *bad = row_of(&res, "program:CPU/kvbroken");
+    const kv_check_result *avx2 = row_of(&res, "program:CPU/avx2");
+    assert_non_null(bad);
+    assert_non_null(avx2);
+    if (bad->status != KV_RESULT_FAIL || strstr(bad->message, "step 2 (gelu, ") == NULL ||
+        strstr(bad->message, "-> a diverged first") == NULL || avx2->status == KV_RESULT_FAIL) {
+        dump_rows(&res);
+        fail();
+    }
+    kv_result_list_free(&res);
+    /* Refusing every call again: its row is SKIP, every other row green. */
+    run_text(line, &res);
+    assert_no_bad_row(&res);
+    assert_int_equal(row_of(&res, "program:CPU/kvbroken")->status, KV_RESULT_SKIP);
+    kv_result_list_free(&res);
+}
+
+/* ---- one layer broken inside a chain ----
+ * Each test below puts a layer of its own at one dispatch key of one op
+ * (in this test only; the entry it replaces is put back), runs a suite
+ * program on the cpu and on accel, and expects the program green before
+ * and one row failing with a message naming the step after. A layer that
+ * must run the replaced entry finds it in g_replaced. */
+static kv_kernel_fn g_replaced;
+
+typedef struct layer_break {
+    const char *op;          /* the op whose entry the layer replaces */
+    kv_key key;
+    kv_kernel_fn layer;
+    const char *line;        /* "cases/programs/mlp.prog --mode=vmap": the case line after --program= */
+    const char *row;         /* the row that must fail */
+    const char *needles[3];  /* each must be in its message; NULL-terminated */
+    const char *passes;      /* a row that must still pass on the cpu, or NULL */
+    const char *accel_row;   /* the row on accel when its name differs, else NULL */
+} layer_break;
+
+static void expect_layer_breaks_row(const layer_break *b) {
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    const kv_op *op = kv_op_find(b->op);
+    assert_non_null(op);
+    const kv_entry_kind kind = kv_op_entry_kind(op, b->key);
+    g_replaced = kv_op_entry_fn(op, b->key);
+    for (int accel = 0; accel < 2; accel++) {
+        snprintf(line, sizeof line, "--program=%s/%s%s\n", cwd, b->line, accel ? " --device=accel" : "");
+        kv_result_list res;
+        run_text(line, &res);
+        assert_no_bad_row(&res);
+        kv_result_list_free(&res);
+        assert_int_equal(kv_register_kernel(b->op, b->key, b->layer), KV_OK);
+        run_text(line, &res);
+        assert_int_equal(kv_register_kernel(b->op, b->key, kind == KV_ENTRY_KERNEL ? g_replaced : NULL), KV_OK);
+        const char *name = accel && b->accel_row ? b->accel_row : b->row;
+        const kv_check_result *r = row_of(&res, name);
+        bool ok = r != NULL && r->status == KV_RESULT_FAIL;
+        for (int i = 0; ok && b->needles[i]; i++) ok = strstr(r->message, b->needles[i]) != NULL;
+        const kv_check_result *other = b->passes && !accel ? row_of(&res, b->passes) : NULL;
+        if (b->passes && !accel) ok = ok && other != NULL && other->status == KV_RESULT_PASS;
+        if (!ok) {
+            dump_rows(&res);
+            fail_msg("%s at %s of %s: row %s did not fail as expected", b->line, kv_key_name(b->key), b->op, name);
+        }
+        kv_result_list_free(&res);
+    }
+}
+
+/* A broken gradient: gelu's Autograd entry runs gelu below autograd and
+ * records nothing, as a missing backward formula would. The forward values
+ * are right; mlp_train's gradient row must name the input x, whose
+ * gradient now stops at step 2. */
+static kv_status autograd_dropping_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_AUTOGRAD), stack);
+}
+
+static void test_broken_gradient_fails_gradcheck(void **state) {
+    (void)state;
+    const layer_break b = { "gelu", KV_KEY_AUTOGRAD, autograd_dropping_layer, "cases/programs/mlp_train.prog",
+                            "grad:gradcheck", { "backward from loss: the gradient of input x, element ", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
+}
+
+/* A broken batching rule: gelu's Batched entry rewrites `approximate`
+ * from tanh to none before the real batched kernel runs, so the batched
+ * MLP differs from its samples at step 2 (gelu) only. */
+static kv_status approximate_rewriting_batched(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    kv_ivalue *a = &stack->slots[stack->size - 1];
+    if (a->tag == KV_IV_STR) a->v.str = "none";
+    return g_replaced(op, ks, stack);
+}
+
+static void test_broken_batching_rule_names_step(void **state) {
+    (void)state;
+    const layer_break b = { "gelu", KV_KEY_BATCHED, approximate_rewriting_batched,
+                            "cases/programs/mlp.prog --mode=vmap", "program:vmap",
+                            { "step 2 (gelu, ", "-> a diverged first", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
+}
+
+/* Lazy bits on the cpu: program:CPU runs each step through kv_call, so
+ * mlp_train's b1, carrying the Negative bit, reaches step 1 (addmm)
+ * through the Negative fallback. A layer that passes addmm down without
+ * resolving the bit lets it reach the kernel: program:CPU (and
+ * program:Accel) must name step 1, while program:CPU/ref (the kernel
+ * alone, no bits) passes. */
+static kv_status negative_ignoring_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_NEGATIVE), stack);
+}
+
+static void test_cpu_lazy_bits_reach_dispatcher(void **state) {
+    (void)state;
+    const layer_break b = { "addmm", KV_KEY_NEGATIVE, negative_ignoring_layer, "cases/programs/mlp_train.prog",
+                            "program:CPU", { "step 1 (addmm, ", NULL }, "program:CPU/ref", "program:Accel" };
+    expect_layer_breaks_row(&b);
+}
+
+/* A broken mode: addmm's Autocast entry passes the call down uncast, as a
+ * missing autocast rule would; the MLP's program:modes row under
+ * autocast_f16 must name step 1 (addmm). */
+static kv_status autocast_skipping_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_AUTOCAST), stack);
+}
+
+static void test_broken_mode_names_step(void **state) {
+    (void)state;
+    const layer_break b = { "addmm", KV_KEY_AUTOCAST, autocast_skipping_layer,
+                            "cases/programs/mlp.prog --mode=autocast_f16", "program:modes",
+                            { "step 1 (addmm, ", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
 }
 
 /* The gate itself broken (the test-only hook of src/boxing/gate.c forces
@@ -669,6 +833,11 @@ int main(void) {
         cmocka_unit_test(test_too_many_outputs),
         cmocka_unit_test(test_backward_needs_scalar),
         cmocka_unit_test(test_forced_gate_grad_fn),
+        cmocka_unit_test(test_broken_variant_names_step),
+        cmocka_unit_test(test_broken_gradient_fails_gradcheck),
+        cmocka_unit_test(test_broken_batching_rule_names_step),
+        cmocka_unit_test(test_cpu_lazy_bits_reach_dispatcher),
+        cmocka_unit_test(test_broken_mode_names_step),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

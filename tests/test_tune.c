@@ -125,6 +125,7 @@ static int reset(void **state) {
     kv_tune_set_log_sink(NULL, NULL);
     kv_tune_pin(NULL, KV_KEY_CPU, NULL);
     kv_tune_reference_mode_set(false);
+    kv_tune_untimed_mode_set(false);
     kv_tune_cache_clear();
     variants_reset(100, 10, 50);
     return 0;
@@ -545,6 +546,37 @@ static void test_tuning_picks_fastest_and_caches(void **state) {
     kv_tensor_release(u);
     kv_tensor_release(tt);
     kv_tensor_release(d);
+}
+
+/* Untimed mode (what kvrun's checks run in): the last compatible variant,
+ * whatever the timings, the cache or the force map say; a pin still wins.
+ * B is the fastest here, so a timed pick would differ. */
+static void test_untimed_mode_ignores_timing_cache_and_force(void **state) {
+    (void)state;
+    kv_tensor *f32 = tensor2(2, 3, KV_F32), *f64 = tensor2(2, 3, KV_F64);
+    assert_string_equal(choice_for(f32), "B"); /* tuned and cached */
+    assert_false(kv_tune_untimed_mode_set(true));
+    memset(g_runs, 0, sizeof g_runs);
+    assert_int_equal(call_a(f32), KV_OK);
+    assert_int_equal(g_runs[VC], 1);            /* C: the last, accepts f32 */
+    assert_int_equal(g_runs[VA] + g_runs[VB], 0);
+    assert_int_equal(call_a(f64), KV_OK);       /* C refuses f64: B */
+    assert_int_equal(g_runs[VB], 1);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 1); /* never timed again */
+    /* The force map names a variant: ignored, even an incompatible one. */
+    assert_int_equal(kv_tune_force_set("kvtt.a:A"), KV_OK);
+    assert_string_equal(choice_for(f32), "C");
+    assert_int_equal(kv_tune_force_set("kvtt.a:C"), KV_OK);
+    assert_int_equal(call_a(f64), KV_OK);
+    /* A pin comes first. */
+    assert_int_equal(kv_tune_pin(g_op, KV_KEY_CPU, "A"), KV_OK);
+    assert_string_equal(choice_for(f32), "A");
+    kv_tune_pin(NULL, KV_KEY_CPU, NULL);
+    assert_true(kv_tune_untimed_mode_set(false));
+    /* Out of the mode the force map is back. */
+    assert_int_equal(call_a(f64), KV_ERR_INVALID_ARG);
+    kv_tensor_release(f32);
+    kv_tensor_release(f64);
 }
 
 static void test_tuning_median_and_ties(void **state) {
@@ -1019,6 +1051,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_discovery, reset),
         cmocka_unit_test_setup(test_direct_call_and_compat, reset),
         cmocka_unit_test_setup(test_tuning_picks_fastest_and_caches, reset),
+        cmocka_unit_test_setup(test_untimed_mode_ignores_timing_cache_and_force, reset),
         cmocka_unit_test_setup(test_tuning_median_and_ties, reset),
         cmocka_unit_test_setup(test_retune_after_n_calls, reset),
         cmocka_unit_test_setup(test_geometry_scalars_only_when_declared, reset),

@@ -24,6 +24,8 @@
 #include "kv/backend.h"
 #include "kv/kv.h"
 #include "runner/case/case.h"
+#include "runner/case/expand.h"
+#include "runner/exec/driver.h"
 
 /* ---- fixtures ---- */
 
@@ -184,6 +186,20 @@ static inline kv_case kv_test_case_of(const char *op, kv_dtype dt, int n, const 
     }
     c.ninputs = k;
     return c;
+}
+
+/* Every case of the suite: each case file under cases/ (the accel twins of
+ * cases/accel.case included), read as kvrun reads them, appended to
+ * `cases`; a file that does not load fails the test naming it. */
+static inline void kv_test_load_suite(kv_case_list *cases) {
+    kv_path_list files = { 0 };
+    assert_int_equal(kv_driver_collect("cases", &files), KV_OK);
+    assert_true(files.n > 0);
+    for (int i = 0; i < files.n; i++) {
+        const kv_status st = kv_cases_from_file(files.items[i], cases);
+        if (st != KV_OK) fail_msg("%s: %s", files.items[i], kv_last_error_message());
+    }
+    kv_path_list_free(&files);
 }
 
 /* Adds the non-tensor argument name=value (as a case file spells it). */

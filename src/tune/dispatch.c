@@ -5,6 +5,7 @@
 #include <string.h>
 
 static _Thread_local bool t_reference;
+static _Thread_local bool t_untimed;
 static _Thread_local const kv_op *t_pin_op;
 static _Thread_local kv_key t_pin_key;
 static _Thread_local int t_pin_idx = -1;
@@ -16,6 +17,14 @@ bool kv_tune_reference_mode_set(bool on) {
 }
 
 bool kv_tune_reference_mode(void) { return t_reference; }
+
+bool kv_tune_untimed_mode_set(bool on) {
+    const bool was = t_untimed;
+    t_untimed = on;
+    return was;
+}
+
+bool kv_tune_untimed_mode(void) { return t_untimed; }
 
 kv_status kv_tune_pin(const kv_op *op, kv_key backend, const char *name) {
     if (name == NULL) {
@@ -56,6 +65,21 @@ static int fixed_choice(tune_slot *s, const kv_stack *stack, int idx, const char
     return idx;
 }
 
+/* Untimed mode: the last-registered variant whose predicate accepts the
+ * call, asked afresh on every call (no cache, no timing, no force map), so
+ * the choice depends on the call alone. The predicates run from the last
+ * variant down and stop at the first that accepts: the chosen one's is the
+ * last to run, so its stash is the live one. */
+static int untimed_choice(tune_slot *s, const kv_stack *stack, int n) {
+    for (int i = n - 1; i >= 0; i--)
+        if (s->v[i].pred == NULL || s->v[i].pred(s->op, stack)) return i;
+    char geo[256];
+    kv_tune_geometry_format(s->op, stack, geo, sizeof geo);
+    kv_error(KV_ERR_MISSING_KERNEL, "%s: no variant of %s is compatible with this call %s (untimed mode)",
+             kv_op_name(s->op), kv_key_name(s->key), geo);
+    return -1;
+}
+
 static int choose(tune_slot *s, const kv_stack *stack, kv_status *st, bool *only_choice_checked) {
     *only_choice_checked = false;
     *st = kv_tune_env_ready();
@@ -67,6 +91,9 @@ static int choose(tune_slot *s, const kv_stack *stack, kv_status *st, bool *only
         *only_choice_checked = true;
     } else if (n > 0 && t_reference) {
         idx = fixed_choice(s, stack, reference_index(s, n), "reference mode");
+        *only_choice_checked = true;
+    } else if (n > 0 && t_untimed) {
+        idx = untimed_choice(s, stack, n);
         *only_choice_checked = true;
     } else {
         idx = kv_tune_select(s, stack, !kv_tune_in_measure(), only_choice_checked);

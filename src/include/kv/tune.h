@@ -163,6 +163,16 @@ bool kv_tune_is_dispatching(const kv_op *op, kv_key backend);
 bool kv_tune_reference_mode_set(bool on);
 bool kv_tune_reference_mode(void);
 
+/* Untimed mode (per thread; pins and reference mode come first): every
+ * variant set runs its last-registered variant whose predicate accepts the
+ * call, asked on every call, ignoring timings, cached choices and the
+ * force map: what `tuning=off` picks, but also where a choice was cached
+ * or forced. The runner runs every check but `tune` in it, so no row's
+ * verdict depends on the tuner's timing-based pick (README "Kernel
+ * variants and perf_dispatch"). Returns the previous setting. */
+bool kv_tune_untimed_mode_set(bool on);
+bool kv_tune_untimed_mode(void);
+
 /* ---- forcing ---- */
 /* Replaces the force map with `spec` (the KV_PERFDISPATCH_FORCE grammar;
  * NULL or "" clears it). On an error nothing changes; the message names

@@ -367,10 +367,11 @@ kv_status kv_case_mode_apply(kv_case *c, const kv_option_ctx *ctx, const int *ch
     if (st != KV_OK || m == 0) return st;
     if (c->program[0] != '\0') {
         /* A program case (runner/program/program.h): its accel free runs
-         * run under the modes. vmap would batch every step's inputs, which
-         * they do not do yet. */
-        if (m & (1u << KV_MODE_VMAP))
-            return KV_OPT_ERR(ctx, alt->cols[0], "--mode=%s: vmap is not supported on a --program= line yet", alt->text);
+         * run under the modes; vmap batches the whole program instead
+         * (check_program_vmap.c), on its own: a mode inside the batched
+         * program is the one-op vmap cases' business. */
+        if ((m & (1u << KV_MODE_VMAP)) && m != (1u << KV_MODE_VMAP))
+            return KV_OPT_ERR(ctx, alt->cols[0], "--mode=%s: on a --program= line vmap is supported alone", alt->text);
         c->modes = m;
         return KV_OK;
     }

@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "runner/check/check.h"
+
+#include "kv/tune.h"
 #include "runner/check/check_util.h"
 #include "runner/exec/inflight.h"
 #include "runner/program/program.h"
@@ -46,13 +48,21 @@ static void check_error_row(const kv_check_ctx *ctx, const char *check, const ch
     kv_check_push(ctx, &r);
 }
 
+/* Every check runs in the tuner's untimed mode (kv/tune.h): a variant set
+ * runs its last-registered compatible variant, not the timing-based pick,
+ * so a row's verdict never depends on how fast a variant was this time.
+ * The tune check, which judges the tuner's pick itself, leaves the mode.
+ * (Set here rather than in a wrapper: a frame more would push the test
+ * frames that tests/memcheck.supp names out of Valgrind's stack depth.) */
 void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *results) {
     if (c == NULL || results == NULL) return;
+    const bool was_untimed = kv_tune_untimed_mode_set(true);
     static const kv_run_env no_env = { NULL, false, NULL, KV_GOLDEN_MODE_AUTO };
     kv_check_ctx ctx = { c, NULL, env ? env : &no_env, results };
     /* A program case is no op: it runs its own rows (check_program.c). */
     if (c->program[0] != '\0') {
         kv_check_program_run(&ctx);
+        kv_tune_untimed_mode_set(was_untimed);
         return;
     }
     const unsigned checks = c->checks ? c->checks : kv_case_default_checks(c->expect);
@@ -62,6 +72,7 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
         snprintf(msg, sizeof msg, "unknown op '%s': %s", c->op, kv_last_error_message());
         for (int i = 0; i < KV_CHECKS_N; i++)
             if (checks & (1u << kv_checks[i].kind)) check_error_row(&ctx, kv_checks[i].name, msg);
+        kv_tune_untimed_mode_set(was_untimed);
         return;
     }
     if (ctx.env->dump_dir != NULL) {
@@ -87,4 +98,5 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
         const int added = results->n - at;
         for (int j = at; j < results->n; j++) results->items[j].seconds = dt / (added > 0 ? added : 1);
     }
+    kv_tune_untimed_mode_set(was_untimed);
 }

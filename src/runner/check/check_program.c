@@ -54,6 +54,10 @@
 #include "kv/backend.h"
 #include "kv/tune.h"
 #include "runner/check/check_fastpath.h"
+#include "runner/check/check_program_grad.h"
+#include "runner/check/check_program_modes.h"
+#include "runner/check/check_program_util.h"
+#include "runner/check/check_program_vmap.h"
 #include "runner/check/check_util.h"
 #include "runner/check/compare.h"
 #include "runner/check/tolerance.h"
@@ -75,7 +79,7 @@
 #define PROG_LABEL 400
 
 /* "step 3 (gelu, cases/programs/mlp.prog:7) -> a" for messages. */
-static void prog_step_label(const kv_program *p, int k, int out, char *buf, int cap) {
+void kv_prog_step_label(const kv_program *p, int k, int out, char *buf, int cap) {
     const kv_prog_step *s = &p->steps[k];
     if (out >= 0 && s->out[out] >= 0)
         PROG_FMT(buf, (size_t)cap, "step %d (%.48s, %.200s:%d) -> %.31s", k + 1, s->op, p->path, s->line,
@@ -86,8 +90,8 @@ static void prog_step_label(const kv_program *p, int k, int out, char *buf, int 
 
 /* ---- the truth ---- */
 
-static kv_status prog_truth(const kv_program *p, const kv_case *c, kv_exact_stats *stats, kv_prog_values *truth,
-                            int *steps_run, char *why, int cap) {
+kv_status kv_prog_truth(const kv_program *p, const kv_case *c, kv_exact_stats *stats, kv_prog_values *truth,
+                        int *steps_run, char *why, int cap) {
     *steps_run = 0;
     kv_status st = kv_program_inputs(p, c, truth);
     if (st != KV_OK) {
@@ -99,7 +103,7 @@ static kv_status prog_truth(const kv_program *p, const kv_case *c, kv_exact_stat
         kv_case_inputs in;
         if (op == NULL || (st = kv_program_step_inputs(p, k, truth->v, &in)) != KV_OK) {
             char label[PROG_LABEL];
-            prog_step_label(p, k, -1, label, sizeof label);
+            kv_prog_step_label(p, k, -1, label, sizeof label);
             PROG_FMT(why, (size_t)cap, "%s: cannot box its arguments: %s", label, kv_last_error_message());
             return op == NULL ? KV_ERR_UNKNOWN_OP : st;
         }
@@ -114,7 +118,7 @@ static kv_status prog_truth(const kv_program *p, const kv_case *c, kv_exact_stat
         kv_case_inputs_free(&in);
         if (st != KV_OK) {
             char label[PROG_LABEL];
-            prog_step_label(p, k, -1, label, sizeof label);
+            kv_prog_step_label(p, k, -1, label, sizeof label);
             PROG_FMT(why, (size_t)cap, "%s: the reference failed: %s", label, kv_last_error_message());
             kv_case_outputs_free(&out);
             return st;
@@ -181,7 +185,7 @@ static void prog_golden(const kv_check_ctx *ctx, const kv_program *p, const kv_p
             }
             if (v.outcome != KV_GOLDEN_OK) {
                 char label[PROG_LABEL];
-                prog_step_label(p, where_step[i], where_out[i], label, sizeof label);
+                kv_prog_step_label(p, where_step[i], where_out[i], label, sizeof label);
                 kv_check_result_set(&r, v.outcome == KV_GOLDEN_DIFFERS ? KV_RESULT_FAIL : KV_RESULT_ERROR,
                                     "%s: the truth is %s against the store: %s", label,
                                     kv_golden_outcome_name(v.outcome), v.message);
@@ -200,10 +204,10 @@ static void prog_golden(const kv_check_ctx *ctx, const kv_program *p, const kv_p
 
 /* Compares `got` (host-readable) with step k output i's truth; false with
  * the row set to FAIL. */
-static bool prog_compare(const kv_program *p, int k, int i, const kv_case *sc, const kv_case_inputs *tin,
+bool kv_prog_compare(const kv_program *p, int k, int i, const kv_case *sc, const kv_case_inputs *tin,
                          const kv_tensor *expected, const kv_tensor *got, kv_check_result *r) {
     char label[PROG_LABEL];
-    prog_step_label(p, k, i, label, sizeof label);
+    kv_prog_step_label(p, k, i, label, sizeof label);
     kv_bound_kind bk = KV_BOUND_NONE;
     const kv_tol_entry *entry = NULL;
     kv_cmp_rule rule = kv_tol_rule_for(sc, got->dtype, &bk, &entry);
@@ -235,24 +239,37 @@ static bool prog_compare(const kv_program *p, int k, int i, const kv_case *sc, c
 /* One row: every step on `key` (or through kv_call on accel) from the
  * truths, compared with the truths. */
 static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const kv_prog_values *truth, kv_key key,
-                             bool ref_mode) {
+                             bool ref_mode, const char *variant) {
     kv_check_result r;
     char check[64];
-    kv_check_backend_row_name("program", key, ref_mode ? "ref" : NULL, check, (int)sizeof check);
+    kv_check_backend_row_name("program", key, ref_mode ? "ref" : variant, check, (int)sizeof check);
     kv_check_result_begin(&r, ctx, check, kv_check_backend_label(key));
     kv_inflight_set_check(check);
     const kv_device_type dt = (kv_device_type)key;
     const bool via_call = dt == KV_DEVICE_ACCEL;
+    /* program:CPU is the dispatcher as a user's call meets it: kv_call,
+     * with the inputs' lazy bits on the cpu too (the bits' fallbacks
+     * resolve them before the CPU kernel). The ref, variant and other
+     * backends' rows call the backend's kernel alone, which never sees a
+     * bit. */
+    const bool dispatched = via_call || (key == KV_KEY_CPU && !ref_mode && variant == NULL);
     const kv_device dev = { dt, 0 };
-    int done = 0;
+    int done = 0, other = 0;
     for (int k = 0; k < p->nsteps && r.status == KV_RESULT_PASS; k++) {
         const kv_prog_step *s = &p->steps[k];
         const kv_op *op = kv_op_find(s->op);
         char label[PROG_LABEL];
-        prog_step_label(p, k, -1, label, sizeof label);
+        kv_prog_step_label(p, k, -1, label, sizeof label);
         if (!via_call && kv_op_entry_kind(op, key) != KV_ENTRY_KERNEL) {
             kv_check_result_set(&r, KV_RESULT_UNSUPPORTED, "%s: %s has no %s kernel", label, s->op, kv_key_name(key));
             break;
+        }
+        /* A variant row runs the steps whose op has that variant: the
+         * others are another row's (counted in the message). */
+        const int vi = variant && kv_tune_is_dispatching(op, key) ? kv_tune_variant_find(op, key, variant) : -1;
+        if (variant && vi < 0) {
+            other++;
+            continue;
         }
         /* The truths of this step's inputs, placed on the device. */
         kv_prog_values placed;
@@ -267,11 +284,13 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
                 for (int j = 0; pa->kind == KV_PROG_ARG_LIST && j < pa->nlist; j++) used |= pa->list[j] == v;
             }
             if (!used) continue;
-            if (dt == KV_DEVICE_CPU && (v >= p->ninputs || p->inputs[v].layout == KV_LAYOUT_CONTIGUOUS)) {
+            const unsigned bits = dispatched && v < p->ninputs ? p->inputs[v].lazy : 0;
+            if (dt == KV_DEVICE_CPU && bits == 0 &&
+                (v >= p->ninputs || p->inputs[v].layout == KV_LAYOUT_CONTIGUOUS)) {
                 kv_tensor_retain(truth->v[v]);
                 placed.v[v] = truth->v[v];
             } else if ((placed.v[v] = kv_lazy_input_build(
-                            truth->v[v], via_call && v < p->ninputs ? p->inputs[v].lazy : 0,
+                            truth->v[v], bits,
                             v < p->ninputs ? p->inputs[v].layout : KV_LAYOUT_CONTIGUOUS, dev, false, false, NULL)) == NULL) {
                 st = kv_last_error();
             }
@@ -289,10 +308,30 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
         }
         kv_case sc;
         kv_program_step_case(p, k, &tin, KV_DEVICE_CPU0, &sc);
+        if (variant) {
+            kv_ivalue slots[KV_STACK_MAX];
+            kv_stack probe = kv_stack_on(slots, KV_STACK_MAX);
+            for (int i = 0; i < din.nargs; i++) kv_stack_push(&probe, din.args[i]);
+            if (!kv_tune_variant_compatible(op, key, vi, &probe)) {
+                /* Its predicate refuses this call (dtype, strides, CPU
+                 * features): as the one-op row's SKIP, not a failure. */
+                other++;
+                kv_case_inputs_free(&tin);
+                kv_case_inputs_free(&din);
+                kv_prog_values_free(&placed);
+                continue;
+            }
+            kv_inflight_set_variant(variant);
+            kv_tune_pin(op, key, variant);
+        }
         kv_case_outputs out;
         const bool was_ref = kv_tune_reference_mode_set(ref_mode);
-        st = kv_case_invoke(op, &din, via_call ? 0 : kv_keyset_of(key), &out);
+        st = kv_case_invoke(op, &din, dispatched ? 0 : kv_keyset_of(key), &out);
         kv_tune_reference_mode_set(was_ref);
+        if (variant) {
+            kv_tune_pin(NULL, key, NULL);
+            kv_inflight_set_variant("");
+        }
         if (st == KV_OK) st = kv_check_materialize(&out);
         for (int i = 0; st == KV_OK && i < out.n; i++) {
             kv_tensor *h = kv_backend_readable(out.t[i]);
@@ -315,7 +354,7 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
         } else {
             for (int i = 0; i < out.n; i++) {
                 if (s->out[i] < 0) continue;
-                if (!prog_compare(p, k, i, &sc, &tin, truth->v[s->out[i]], out.t[i], &r)) break;
+                if (!kv_prog_compare(p, k, i, &sc, &tin, truth->v[s->out[i]], out.t[i], &r)) break;
             }
             if (r.status == KV_RESULT_PASS) done++;
         }
@@ -327,9 +366,33 @@ static void prog_backend_row(const kv_check_ctx *ctx, const kv_program *p, const
     kv_inflight_set_check("");
     /* PASS here means every step ran and matched: a program has at least
      * one step (the parser and the truth both refuse none). */
-    if (r.status == KV_RESULT_PASS)
+    if (r.status == KV_RESULT_PASS && variant && done == 0)
+        kv_check_result_set(&r, KV_RESULT_SKIP, "no step's op has a variant '%s' that accepts its call", variant);
+    else if (r.status == KV_RESULT_PASS && variant)
+        kv_check_result_set(&r, KV_RESULT_PASS,
+                            "%d steps on variant '%s', each within its op's tolerance of the truth (%d steps whose op "
+                            "has no such variant or whose call it refuses: the other rows')",
+                            done, variant, other);
+    else if (r.status == KV_RESULT_PASS)
         kv_check_result_set(&r, KV_RESULT_PASS, "%d steps, each within its op's tolerance of the truth", done);
     kv_check_push(ctx, &r);
+}
+
+/* Every CPU variant name of the program's ops, in first-seen order, "ref"
+ * left out (program:CPU/ref is reference mode: every op's ref variant). */
+static int prog_variant_names(const kv_program *p, kv_key key, const char **names, int cap) {
+    int n = 0;
+    for (int k = 0; k < p->nsteps; k++) {
+        const kv_op *op = kv_op_find(p->steps[k].op);
+        if (op == NULL || !kv_tune_is_dispatching(op, key)) continue;
+        for (int i = 0; i < kv_tune_variant_count(op, key); i++) {
+            const char *v = kv_tune_variant_name(op, key, i);
+            bool seen = strcmp(v, "ref") == 0;
+            for (int j = 0; j < n && !seen; j++) seen = strcmp(names[j], v) == 0;
+            if (!seen && n < cap) names[n++] = v;
+        }
+    }
+    return n;
 }
 
 /* The backends a cpu program runs on: as the variants check's sweep
@@ -342,15 +405,20 @@ static bool prog_kernel_backend(kv_key key) {
 
 static void prog_backends(const kv_check_ctx *ctx, const kv_program *p, const kv_prog_values *truth) {
     if (ctx->c->device.type != KV_DEVICE_CPU) {
-        prog_backend_row(ctx, p, truth, kv_device_key(ctx->c->device), false);
+        prog_backend_row(ctx, p, truth, kv_device_key(ctx->c->device), false, NULL);
         return;
     }
-    prog_backend_row(ctx, p, truth, KV_KEY_CPU, true);
+    prog_backend_row(ctx, p, truth, KV_KEY_CPU, true, NULL);
     for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
         if (kv_allocator_for((kv_device_type)k) == NULL || k == KV_KEY_ACCEL) continue;
         if (k != KV_KEY_CPU && !prog_kernel_backend((kv_key)k)) continue;
         if (kv_inflight_excluded() & kv_keyset_of((kv_key)k)) continue;
-        prog_backend_row(ctx, p, truth, (kv_key)k, false);
+        prog_backend_row(ctx, p, truth, (kv_key)k, false, NULL);
+        /* One row per variant, as the one-op variants check has: a step
+         * runs pinned to it where its op has it and accepts the call. */
+        const char *names[KV_TUNE_MAX_VARIANTS * 4];
+        const int nv = prog_variant_names(p, (kv_key)k, names, (int)(sizeof names / sizeof names[0]));
+        for (int i = 0; i < nv; i++) prog_backend_row(ctx, p, truth, (kv_key)k, false, names[i]);
     }
 }
 
@@ -510,7 +578,7 @@ static bool prog_runs_same(const kv_program *p, const prog_run *a, const prog_ru
             const int v = s->out[i];
             if (v < 0) continue;
             char label[PROG_LABEL];
-            prog_step_label(p, k, i, label, sizeof label);
+            kv_prog_step_label(p, k, i, label, sizeof label);
             bool meta = a->ndim[v] == b->ndim[v] && a->dtype[v] == b->dtype[v] && a->offset[v] == b->offset[v];
             for (int d = 0; meta && d < a->ndim[v]; d++)
                 meta = a->sizes[v][d] == b->sizes[v][d] && a->strides[v][d] == b->strides[v][d];
@@ -601,7 +669,7 @@ static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
         for (int i = 0; i < 3 && r.status == KV_RESULT_PASS; i++) {
             if (runs[i].status == KV_OK) continue;
             char label[PROG_LABEL];
-            prog_step_label(p, runs[i].failed_step >= 0 ? runs[i].failed_step : 0, -1, label, sizeof label);
+            kv_prog_step_label(p, runs[i].failed_step >= 0 ? runs[i].failed_step : 0, -1, label, sizeof label);
             /* A step the target has no kernel for (oneDNN's cat of a
              * legacy empty tensor) is unsupported, as in the one-op check:
              * counted, never a failure; only a path that fails where slow
@@ -659,7 +727,7 @@ void kv_check_program_run(const kv_check_ctx *ctx) {
     kv_prog_values truth;
     int steps = 0;
     char why[KV_RESULT_MESSAGE_MAX / 2];
-    const kv_status st = prog_truth(p, ctx->c, ctx->env->regen_golden ? kv_exact_run_stats() : NULL, &truth, &steps, why,
+    const kv_status st = kv_prog_truth(p, ctx->c, ctx->env->regen_golden ? kv_exact_run_stats() : NULL, &truth, &steps, why,
                                   (int)sizeof why);
     if (st != KV_OK || steps == 0) {
         kv_check_result_begin(&r, ctx, "program", NULL);
@@ -669,7 +737,14 @@ void kv_check_program_run(const kv_check_ctx *ctx) {
         if (ctx->c->device.type == KV_DEVICE_CPU) prog_golden(ctx, p, &truth);
         if (!ctx->env->regen_golden) {
             prog_backends(ctx, p, &truth);
-            if (ctx->c->device.type == KV_DEVICE_ACCEL) prog_fastpath(ctx, p);
+            /* vmap sends every batched call below the boxing layer (the
+             * slow path): its row compares the batched program with its
+             * samples instead of fast paths ON vs OFF. */
+            const bool vmap = (ctx->c->modes & (1u << KV_MODE_VMAP)) != 0;
+            if (vmap) kv_check_program_vmap(ctx, p);
+            else if (ctx->c->device.type == KV_DEVICE_ACCEL) prog_fastpath(ctx, p);
+            if (!vmap && ctx->c->modes != 0) kv_check_program_modes(ctx, p, &truth);
+            if (p->backward >= 0) kv_check_program_grad(ctx, p);
         }
     }
     kv_prog_values_free(&truth);

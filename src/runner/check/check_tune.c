@@ -205,6 +205,9 @@ void kv_check_tune_run(const kv_check_ctx *ctx) {
         kv_check_push(ctx, &r);
         return;
     }
+    /* This check judges the tuner's own (timed, cached, forced) choice:
+     * the untimed mode the other checks run in (check.c) is left here. */
+    const bool was_untimed = kv_tune_untimed_mode_set(false);
     int rows = 0;
     for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
         if (!kv_tune_is_dispatching(ctx->op, (kv_key)k)) continue;
@@ -222,4 +225,5 @@ void kv_check_tune_run(const kv_check_ctx *ctx) {
                             kv_device_type_name(c->device.type));
         kv_check_push(ctx, &r);
     }
+    kv_tune_untimed_mode_set(was_untimed);
 }

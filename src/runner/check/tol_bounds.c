@@ -346,6 +346,13 @@ static kv_status tb_norm(const tb_args *a, const char *op, int output, double u,
         n = c / group * hxw;
     }
     const int64_t numel = kv_tensor_numel(x);
+    if (n == 0 && numel == 0) {
+        /* Normalized over no element (normalized_shape [0], C or HxW 0):
+         * the output is empty and each group's statistics are 0/0, which
+         * every kernel must give exactly as the reference does. */
+        for (int64_t k = 0; k < kv_tensor_numel(e); k++) b[k] = 0.0;
+        return KV_OK;
+    }
     if (n <= 0 || numel % n != 0) return tb_missing(op, "the normalized size does not divide the input");
     const int64_t groups = numel / n;
     const int64_t nout = kv_tensor_numel(e);
@@ -403,6 +410,12 @@ kv_status kv_tol_bounds(kv_bound_kind kind, double c_value, const kv_case *c, co
     const int64_t nout = kv_tensor_numel(expected);
     double *b = calloc((size_t)(nout > 0 ? nout : 1), sizeof *b);
     if (b == NULL) return kv_error(KV_ERR_OOM, "%s: bound: out of memory for %lld doubles", c->op, (long long)nout);
+    /* An empty output has no element to bound; the per-element walks
+     * below (do-while over the output's index space) assume one. */
+    if (nout == 0) {
+        *out = b;
+        return KV_OK;
+    }
     const tb_args a = { op, kv_op_schema(op), in };
     const double u = kv_unit_roundoff(expected->dtype);
     kv_status st = KV_OK;
