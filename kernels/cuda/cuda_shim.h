@@ -49,5 +49,6 @@ kv_status kv_cuda_register_reduce(kv_key key);
 kv_status kv_cuda_register_norm(kv_key key);
 kv_status kv_cuda_register_matmul(kv_key key);
 kv_status kv_cuda_register_views(kv_key key);
+kv_status kv_cuda_register_out(kv_key key);
 
 #endif

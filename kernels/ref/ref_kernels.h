@@ -107,4 +107,8 @@ KV_REF_KERNEL(unfold_backward); /* unfold_backward */
 KV_REF_KERNEL(index_select_backward); /* index_select_backward */
 KV_REF_KERNEL(embedding_dense_backward); /* embedding_dense_backward */
 
+/* out= overloads: one kernel for all of them (kernels/ref/ref_out.c), the
+ * functional twin's reference plus PyTorch's out= rules */
+KV_REF_KERNEL(out); /* add.out, mul.out, mm.out, cat.out, sum.IntList_out, clamp.out */
+
 #endif

@@ -95,9 +95,19 @@ static kv_kernel_fn ref_kernel_for(kv_op_id id) {
     case KV_OP_UNFOLD_BACKWARD: return kv_ref_unfold_backward;
     case KV_OP_INDEX_SELECT_BACKWARD: return kv_ref_index_select_backward;
     case KV_OP_EMBEDDING_DENSE_BACKWARD: return kv_ref_embedding_dense_backward;
+    case KV_OP_ADD_OUT:
+    case KV_OP_MUL_OUT:
+    case KV_OP_MM_OUT:
+    case KV_OP_CAT_OUT:
+    case KV_OP_SUM_INTLIST_OUT:
+    case KV_OP_CLAMP_OUT: return kv_ref_out;
     case KV_OP_COUNT: break;
     }
     return NULL;
+}
+
+kv_kernel_fn kv_ref_kernel_of(int id) {
+    return id >= 0 && id < KV_OP_COUNT ? ref_kernel_for((kv_op_id)id) : NULL;
 }
 
 kv_status kv_ref_register_all(void) {

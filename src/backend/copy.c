@@ -165,6 +165,7 @@ kv_tensor *kv_backend_host_view(const kv_tensor *t, void *host_base) {
     s->nbytes = t->storage->nbytes;
     s->device = KV_DEVICE_CPU0;
     s->allocator = NULL;
+    s->grown_allocator = NULL;
     atomic_init(&s->version, atomic_load(&t->storage->version));
     atomic_init(&v->refcount, 1);
     v->storage = s;

@@ -59,8 +59,8 @@
 #include "kv/dispatch.h"
 #include "kv/tensor.h"
 
-/* 2: kv_backend_desc gained `version`. */
-#define KV_BACKEND_ABI_VERSION 2
+/* 2: kv_backend_desc gained `version`. 3: kv_host_api gained `out_run`. */
+#define KV_BACKEND_ABI_VERSION 3
 #define KV_BACKEND_ENTRY_NAME "kv_backend_entry"
 #define KV_BACKEND_SLOT_ANY KV_DEVICE_TYPE_COUNT /* desc->device_type: any free PLUGINn slot */
 #define KV_BACKEND_NAME_MAX 32
@@ -118,6 +118,10 @@ typedef struct kv_host_api {
     kv_status (*broadcast_shapes)(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out, int *nout);
     int (*wrap_dim)(int64_t dim, int ndim, const char *op, const char *arg);
     double (*scalar_to_double)(kv_scalar s);
+    /* An out= op (add.out, ...) on `backend`: its functional op and copy_
+     * there, with PyTorch's out= rules in between (resizing out included,
+     * which a plugin cannot do itself); kernels/ref/ref_out.c. */
+    kv_status (*out_run)(const kv_op *op, kv_key backend, kv_stack *stack);
 } kv_host_api;
 
 /* ---- what a plugin provides ---- */
