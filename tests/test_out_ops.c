@@ -105,6 +105,19 @@ static void assert_same_values(const kv_tensor *got_any, const kv_tensor *want_a
     kv_tensor_release(want);
 }
 
+/* A 2-D tensor's sizes and strides. */
+static void assert_2d(const kv_tensor *t, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+    assert_int_equal(t->ndim, 2);
+    assert_int_equal(t->sizes[0], rows);
+    assert_int_equal(t->sizes[1], cols);
+    assert_int_equal(t->strides[0], row_stride);
+    assert_int_equal(t->strides[1], col_stride);
+}
+
+static void release_all(kv_tensor **ts, int n) {
+    for (int i = 0; i < n; i++) kv_tensor_release(ts[i]);
+}
+
 static void check_ok(kv_status st, where w, const char *what) {
     if (st != KV_OK) fail_msg("%s on %s: %s", what, where_name(w), kv_last_error_message());
 }
@@ -161,14 +174,7 @@ static void test_out_is_an_input(void **state) {
         check_ok(kv_clamp_out(x, &lo, &hi, x), (where)w, "clamp(a, out=a)");
         assert_same_values(x, want_clamp, (where)w, "clamp(a, out=a)");
 
-        kv_tensor_release(x);
-        kv_tensor_release(y);
-        kv_tensor_release(a);
-        kv_tensor_release(b);
-        kv_tensor_release(want_add);
-        kv_tensor_release(want_mul);
-        kv_tensor_release(want_mm);
-        kv_tensor_release(want_clamp);
+        release_all((kv_tensor *[]){ x, y, a, b, want_add, want_mul, want_mm, want_clamp }, 8);
     }
     leave();
 }
@@ -199,10 +205,7 @@ static void test_overlap_refused(void **state) {
         kv_tensor *items[2] = { a, b };
         expect_error(kv_cat_out((kv_tensor_list){ items, 2 }, 0, a), KV_ERR_INVALID_ARG,
                      "cannot refer to any of the output memory locations", (where)w, "cat([a, b], out=a)");
-        kv_tensor_release(rows);
-        kv_tensor_release(head);
-        kv_tensor_release(a);
-        kv_tensor_release(b);
+        release_all((kv_tensor *[]){ rows, head, a, b }, 4);
     }
     leave();
 }
@@ -219,12 +222,7 @@ static void test_device_mismatch(void **state) {
     kv_tensor *cpu_out = make(ON_CPU, 2, 3, 0.0f);
     st = kv_mul_out(acc_a, acc_b, cpu_out);
     assert_int_equal(st, KV_ERR_DEVICE);
-    kv_tensor_release(a);
-    kv_tensor_release(b);
-    kv_tensor_release(sim_out);
-    kv_tensor_release(acc_a);
-    kv_tensor_release(acc_b);
-    kv_tensor_release(cpu_out);
+    release_all((kv_tensor *[]){ a, b, sim_out, acc_a, acc_b, cpu_out }, 6);
 }
 
 /* An out of the wrong shape takes the result's, with row-major strides,
@@ -250,16 +248,9 @@ static void test_resize_everywhere(void **state) {
             kv_accel_counters_reset();
             check_ok(kv_add_out(a, b, kv_scalar_int(1), out), (where)w, "add(a, b, out=wrong shape)");
             assert_path((where)w, "add.out");
-            assert_int_equal(out->ndim, 2);
-            assert_int_equal(out->sizes[0], 9);
-            assert_int_equal(out->sizes[1], 8);
-            assert_int_equal(out->strides[0], 8);
-            assert_int_equal(out->strides[1], 1);
+            assert_2d(out, 9, 8, 8, 1);
             assert_same_values(out, want, (where)w, "add(a, b, out=wrong shape)");
-            kv_tensor_release(out);
-            kv_tensor_release(want);
-            kv_tensor_release(a);
-            kv_tensor_release(b);
+            release_all((kv_tensor *[]){ out, want, a, b }, 4);
             kv_cpu_cache_empty();
             const kv_allocator_stats after = kv_allocator_stats_of(KV_DEVICE_CPU);
             if (w == ON_CPU && after.live_bytes != before.live_bytes)
@@ -281,14 +272,9 @@ static void test_right_shape_keeps_strides(void **state) {
         assert_non_null(out);
         kv_tensor *want = kv_mul(a, b);
         check_ok(kv_mul_out(a, b, out), (where)w, "mul(a, b, out=transposed)");
-        assert_int_equal(out->strides[0], 1);
-        assert_int_equal(out->strides[1], 3);
+        assert_2d(out, 3, 5, 1, 3);
         assert_same_values(out, want, (where)w, "mul(a, b, out=transposed)");
-        kv_tensor_release(want);
-        kv_tensor_release(out);
-        kv_tensor_release(base);
-        kv_tensor_release(a);
-        kv_tensor_release(b);
+        release_all((kv_tensor *[]){ want, out, base, a, b }, 5);
     }
     leave();
 }
