@@ -92,13 +92,13 @@ static kv_tensor *host(const kv_tensor *t) {
 static void assert_same_values(const kv_tensor *got_any, const kv_tensor *want_any, where w, const char *what) {
     kv_tensor *got = host(got_any), *want = host(want_any);
     if (got->ndim != want->ndim || memcmp(got->sizes, want->sizes, (size_t)got->ndim * sizeof got->sizes[0]) != 0)
-        fail_msg("%s on %s: shape differs from the functional op's", what, where_name(w));
+        fail_msg("%s on %s: shape differs from the expected one", what, where_name(w));
     const int64_t n = kv_tensor_numel(got);
     kv_tensor *gc = kv_contiguous(got, 0), *wc = kv_contiguous(want, 0);
     assert_non_null(gc);
     assert_non_null(wc);
     if (memcmp(kv_tensor_data(gc), kv_tensor_data(wc), (size_t)n * sizeof(float)) != 0)
-        fail_msg("%s on %s: values differ from the functional op's", what, where_name(w));
+        fail_msg("%s on %s: values differ from the expected ones", what, where_name(w));
     kv_tensor_release(gc);
     kv_tensor_release(wc);
     kv_tensor_release(got);
@@ -261,6 +261,29 @@ static void test_resize_everywhere(void **state) {
     leave();
 }
 
+/* An out that is part of a larger tensor: growing the storage they share
+ * keeps the other view's values (PyTorch's resize_ keeps the bytes). */
+static void test_resize_keeps_other_views(void **state) {
+    (void)state;
+    for (int w = 0; w < WHERE_COUNT; w++) {
+        enter((where)w);
+        kv_tensor *base = make((where)w, 1, 4, 0.5f);
+        kv_tensor *before = host(base);
+        kv_tensor *tail = kv_slice(base, 1, &(int64_t){ 2 }, &(int64_t){ 4 }, 1);
+        kv_tensor *a = make((where)w, 6, 8, 0.5f), *b = make((where)w, 6, 8, 1.0f);
+        assert_non_null(tail);
+        check_ok(kv_add_out(a, b, kv_scalar_int(1), tail), (where)w, "add(a, b, out=base[:, 2:4])");
+        assert_2d(tail, 6, 8, 8, 1);
+        kv_tensor *head = kv_slice(base, 1, &(int64_t){ 0 }, &(int64_t){ 2 }, 1);
+        kv_tensor *want = kv_slice(before, 1, &(int64_t){ 0 }, &(int64_t){ 2 }, 1);
+        assert_non_null(head);
+        assert_non_null(want);
+        assert_same_values(head, want, (where)w, "base[:, 0:2] after its storage grew");
+        release_all((kv_tensor *[]){ base, before, tail, a, b, head, want }, 7);
+    }
+    leave();
+}
+
 /* A transposed out of the right shape keeps its strides. */
 static void test_right_shape_keeps_strides(void **state) {
     (void)state;
@@ -286,6 +309,7 @@ int main(void) {
         cmocka_unit_test(test_device_mismatch),
         cmocka_unit_test(test_resize_everywhere),
         cmocka_unit_test(test_right_shape_keeps_strides),
+        cmocka_unit_test(test_resize_keeps_other_views),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1,6 +1,7 @@
 /* Refcounted device memory blocks. The version counter lives here, not in
  * the tensor, so every view of one storage sees the same count. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/tensor_cache.h"
 #include "kv/tensor.h"
@@ -65,6 +66,21 @@ void kv_storage_release(kv_storage *s) {
     free(s);
 }
 
+kv_status (*kv_storage_copy_hook)(const kv_storage *s, void *dst, const void *src, size_t nbytes) = NULL;
+
+/* The old bytes into the new memory. */
+static kv_status keep_bytes(const kv_storage *s, void *data) {
+    if (s->nbytes == 0) return KV_OK;
+    if (kv_device_host_addressable(s->device.type)) {
+        memcpy(data, s->data, s->nbytes);
+        return KV_OK;
+    }
+    if (kv_storage_copy_hook == NULL)
+        return kv_error(KV_ERR_DEVICE, "storage: cannot grow %s memory: nothing copies its bytes (call kv_init)",
+                        kv_device_type_name(s->device.type));
+    return kv_storage_copy_hook(s, data, s->data, s->nbytes);
+}
+
 kv_status kv_storage_grow(kv_storage *s, size_t nbytes) {
     if (nbytes <= s->nbytes) return KV_OK;
     const bool embedded = s->allocator == kv_tblock_allocator();
@@ -76,6 +92,11 @@ kv_status kv_storage_grow(kv_storage *s, size_t nbytes) {
     if (data == NULL)
         return kv_error(KV_ERR_OOM, "storage: no memory to grow a %s storage from %zu to %zu bytes",
                         kv_device_type_name(s->device.type), s->nbytes, nbytes);
+    kv_status st = keep_bytes(s, data);
+    if (st != KV_OK) {
+        kv_allocator_free(a, data, nbytes);
+        return st;
+    }
     if (!embedded) {
         kv_allocator_free(s->allocator, s->data, s->nbytes);
     } else if (s->grown_allocator) {

@@ -251,6 +251,10 @@ int kv_backend_load_default(const char *const *cli, int ncli, FILE *log);
 kv_tensor *kv_backend_copy_to_device(const kv_tensor *t, kv_device device);
 /* kv_backend_copy_to_device(t, cpu:0), the runner's way back. */
 kv_tensor *kv_backend_copy_to_host(const kv_tensor *t);
+/* nbytes from src to dst, both in the memory of storage s (an accel
+ * storage: its target's): what core's kv_storage_copy_hook is, so a
+ * device storage keeps its bytes when it grows. */
+kv_status kv_backend_storage_copy(const kv_storage *s, void *dst, const void *src, size_t nbytes);
 /* t itself (retained) when its memory is host-addressable, else a host
  * copy: what code that must read a tensor calls first. */
 kv_tensor *kv_backend_readable(const kv_tensor *t);

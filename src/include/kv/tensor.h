@@ -62,10 +62,14 @@ kv_storage *kv_storage_new(size_t nbytes, kv_device device); /* NULL + error on 
 void kv_storage_retain(kv_storage *s);
 void kv_storage_release(kv_storage *s);
 /* Makes s hold at least nbytes, in place, as PyTorch's storage resize
- * does: every tensor over s sees the new memory. The old bytes are not
- * kept (the one user, an out= argument being resized, overwrites every
- * element). Borrowed storage cannot grow (KV_ERR_INVALID_ARG). */
+ * does: every tensor over s sees the new memory, and the old bytes are
+ * kept at its start (another view of s still reads its values). Borrowed
+ * storage cannot grow (KV_ERR_INVALID_ARG). */
 kv_status kv_storage_grow(kv_storage *s, size_t nbytes);
+/* How kv_storage_grow copies bytes within memory the host cannot address
+ * (a device's): set by the composition root to the backend layer's copy;
+ * NULL makes growing such a storage an error. */
+extern kv_status (*kv_storage_copy_hook)(const kv_storage *s, void *dst, const void *src, size_t nbytes);
 
 /* ---- creation (new tensors hold one reference, owned by the caller) ---- */
 /* Contiguous, uninitialized. Negative sizes, ndim > KV_MAX_DIMS or an
