@@ -225,7 +225,8 @@ static kv_status run_samples(const kv_op *op, const kv_stack *stack, const kv_vm
         const int out_ndim = out ? out->ndim : 0;
         if (out) memcpy(out_sizes, out->sizes, sizeof out_sizes);
         if (st == KV_OK) st = kv_call(op, &rs);
-        if (st == KV_OK && out) st = check_out_kept_shape(op, out, out_sizes, out_ndim);
+        if (st == KV_OK && out && (st = check_out_kept_shape(op, out, out_sizes, out_ndim)) != KV_OK)
+            kv_stack_clear_returns(&rs); /* the call's return, a reference to out's sample */
         sample_release(sa);
         if (st != KV_OK) return st;
         st = collect(op, fs, &rs, b, ctx->batch_size);
