@@ -289,7 +289,7 @@ static void test_generated_inplace_and_out(void **state) {
                   "        kv_accel_count(KV_OP_ADD_OUT, KV_ACCEL_PATH_SLOW);\n"
                   "        st = kv_accel_box_slow(&b);\n"
                   "    }\n"
-                  "    st = kv_accel_unbox_alias(&b, 0, 3); /* the caller's out */\n"
+                  "    st = kv_accel_unbox_out(&b, 0, 3); /* the caller's out */\n"
                   "    return kv_accel_box_end(&b, st);\n"
                   "}\n");
     kv_gen_ops_free(&ops);

@@ -470,7 +470,7 @@ static void test_errors_options(void **state) {
                  "seed, device, lazy, mode, check, tol, expect, batch, reset)");
     expect_error_code("--op=nag --shape=4\n", KV_ERR_UNKNOWN_OP, "t.case:1:6: --op: unknown op 'nag'");
     expect_error_code("--shape=4\n--op=neg,add --dtype=f32\n", KV_ERR_UNKNOWN_OP,
-                      "t.case:2:10: --op: unknown op 'add' (did you mean add.Tensor?)");
+                      "t.case:2:10: --op: unknown op 'add' (did you mean add.Tensor, add.out?)");
     expect_error("--op=neg --shape=4 --dtype=f32:f33\n",
                  "t.case:1:32: --dtype: unknown dtype 'f33' (dtypes: " DTYPES ")");
     expect_error("--op=neg --shape=4xa\n",

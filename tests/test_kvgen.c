@@ -35,6 +35,27 @@ static const kv_gen_op *find_op(const kv_gen_ops *ops, const char *full_name) {
 
 /* ---- names ---- */
 
+/* An out= overload is kv_<name>_<overload> and leaves its functional
+ * twin's bare name alone (adding add.out must not rename kv_add). */
+static void test_cname_out_rule(void **state) {
+    (void)state;
+    kv_gen_ops ops;
+    load_ok("add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor\n"
+            "add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)\n"
+            "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False) -> Tensor\n"
+            "sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)\n"
+            "squeeze(Tensor(a) self) -> Tensor(a)\n"
+            "squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)\n",
+            &ops);
+    assert_string_equal(find_op(&ops, "add.Tensor")->cname, "kv_add");
+    assert_string_equal(find_op(&ops, "add.out")->cname, "kv_add_out");
+    assert_string_equal(find_op(&ops, "sum.dim_IntList")->cname, "kv_sum");
+    assert_string_equal(find_op(&ops, "sum.IntList_out")->cname, "kv_sum_IntList_out");
+    /* two functional overloads still share their base name */
+    assert_string_equal(find_op(&ops, "squeeze.dim")->cname, "kv_squeeze_dim");
+    kv_gen_ops_free(&ops);
+}
+
 static void test_cname_rule(void **state) {
     (void)state;
     kv_gen_ops ops;
@@ -540,6 +561,7 @@ static void test_write_if_changed(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cname_out_rule),
         cmocka_unit_test(test_cname_rule),
         cmocka_unit_test(test_id_and_param_names),
         cmocka_unit_test(test_param_renames_stay_unique),

@@ -425,6 +425,8 @@ static void test_suite_covers_every_op(void **state) {
             { !bool_return, vmap, "mode=vmap" },
             { kv_autograd_has_formula(op), grad, "mode=grad (it has an autograd formula)" },
             { kv_schema_is_inplace(s), func, "mode=functionalize (it is in-place)" },
+            { kv_schema_is_out(s), func, "mode=functionalize (it is an out= op)" },
+            { kv_schema_is_out(s), grad, "mode=grad (it is an out= op: autograd must refuse it)" },
             { kv_autocast_policy_of(name) != KV_AUTOCAST_NONE, cast, "mode=autocast_* (it is on an autocast list)" },
         };
         for (size_t n = 0; n < sizeof need / sizeof need[0]; n++) {

@@ -156,7 +156,8 @@ static void test_classification_of_ops_schema(void **state) {
     assert_int_equal(count_ops(factories, 6, kv_schema_is_factory), 6);
     assert_int_equal(count_ops(inplace, 7, kv_schema_is_inplace), 7);
     assert_int_equal(count_ops(views, 20, kv_schema_is_view), 20);
-    assert_int_equal(count_ops(NULL, 0, kv_schema_is_out), 0);
+    static const char *const outs[] = { "add.out", "mul.out", "mm.out", "cat.out", "sum.IntList_out", "clamp.out" };
+    assert_int_equal(count_ops(outs, 6, kv_schema_is_out), 6);
 }
 
 static void test_add_tensor(void **state) {

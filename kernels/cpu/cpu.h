@@ -78,6 +78,10 @@ bool kv_cpu_ew_threads_pred(const kv_op *op, const kv_stack *stack);
 
 /* cpu_reduce.c: sum.dim_IntList, mean.dim, prod.dim_int, amax, argmax */
 bool kv_cpu_reduce_pred(const kv_op *op, const kv_stack *stack);
+
+/* out= ops (cpu_out.c): the out= rules around the CPU's tuned functional
+ * kernel and copy_. */
+kv_status kv_cpu_out_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
 kv_status kv_cpu_reduce_vec_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
 kv_status kv_cpu_reduce_pairwise_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
 /* cpu_matmul.c: mm, bmm, addmm */

@@ -42,6 +42,10 @@ typedef struct cpu_variant {
 
 #define DIRECT(op, family) { op, "direct", kv_cpu_##family##_kernel, kv_cpu_##family##_pred, "*ints" }
 
+/* out= ops: every call is compatible (the functional op's variants do the
+ * choosing); the values shape the problem as they do for the functional. */
+#define OUT(op) { op, "functional", kv_cpu_out_kernel, NULL, "*ints" }
+
 static const cpu_variant cpu_variants[] = {
     /* elementwise */
     EW("add.Tensor"), EW("add_.Tensor"), EW("sub.Tensor"), EW("mul.Tensor"), EW("mul_.Tensor"), EW("div.Tensor"),
@@ -79,9 +83,10 @@ static const cpu_variant cpu_variants[] = {
     /* backward */
     DIRECT("as_strided_backward", backward), DIRECT("unfold_backward", backward),
     DIRECT("index_select_backward", backward), DIRECT("embedding_dense_backward", backward),
-    /* foreach, repeat, masked_fill, random */
+    /* repeat, masked_fill, random */
     DIRECT("repeat", repeat), DIRECT("masked_fill.Scalar", masked_fill), DIRECT("masked_fill_.Scalar", masked_fill),
     DIRECT("bernoulli.p", random),
+    OUT("add.out"), OUT("mul.out"), OUT("mm.out"), OUT("cat.out"), OUT("sum.IntList_out"), OUT("clamp.out"),
 };
 
 kv_status kv_cpu_variants_register(void) {

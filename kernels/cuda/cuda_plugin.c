@@ -65,6 +65,7 @@ static kv_status cuda_register(void *context, kv_device_type type) {
     if (st == KV_OK) st = kv_cuda_register_views(key);
     if (st == KV_OK) st = kv_cuda_register_fill(key);
     if (st == KV_OK) st = kv_cuda_register_random(key);
+    if (st == KV_OK) st = kv_cuda_register_out(key);
     /* Every other op runs staged through the host (a fallback, so the
      * runner still lists it as unsupported here): the accel device can box
      * any op onto CUDA. */

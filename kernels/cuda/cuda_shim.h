@@ -51,5 +51,6 @@ kv_status kv_cuda_register_matmul(kv_key key);
 kv_status kv_cuda_register_views(kv_key key);
 kv_status kv_cuda_register_fill(kv_key key);   /* repeat, masked_fill (cuda_ops_fill.c) */
 kv_status kv_cuda_register_random(kv_key key); /* bernoulli.p (cuda_ops_random.c) */
+kv_status kv_cuda_register_out(kv_key key);
 
 #endif

@@ -145,5 +145,25 @@ kv_status kv_ref_ewise_run(const char *op, const kv_ref_ewise_fns *fns, const vo
 
 /* Registers every reference kernel for the CPU key (ref_register.c). */
 kv_status kv_ref_register_all(void);
+/* The reference kernel of built-in op `id` (kv_op_builtin_id), or NULL. */
+kv_kernel_fn kv_ref_kernel_of(int id);
+
+/* ---- out= overloads (ref_out.c) ---- */
+/* The functional op an out= op of ops.schema computes ("add.Tensor" for
+ * "add.out"), or NULL when out_name is no out= op kvsuite knows. */
+const char *kv_ref_out_functional(const char *out_name);
+/* Runs out= op `op` (its arguments on `stack`, its return left there)
+ * with PyTorch's out= rules (device, dtype, resize, overlap) around two
+ * steps, each `step(op, stack, ctx)`: the functional op, then
+ * copy_(out, result). */
+typedef kv_status (*kv_ref_out_step_fn)(const kv_op *op, kv_stack *stack, void *ctx);
+kv_status kv_ref_out_run(const kv_op *op, kv_stack *stack, kv_ref_out_step_fn step, void *ctx);
+/* The step that calls the CPU reference kernel of op (the CPU out=
+ * kernel's; the exact golden generator wraps it to put the functional
+ * op's truth into its result). */
+kv_status kv_ref_out_step_reference(const kv_op *op, kv_stack *stack, void *ctx);
+/* kv_ref_out_run with each step redispatched to `backend`'s kernel: what
+ * a backend registers as its out= kernel (the host API's out_run). */
+kv_status kv_ref_out_on(const kv_op *op, kv_key backend, kv_stack *stack);
 
 #endif

@@ -107,10 +107,13 @@ KV_REF_KERNEL(unfold_backward); /* unfold_backward */
 KV_REF_KERNEL(index_select_backward); /* index_select_backward */
 KV_REF_KERNEL(embedding_dense_backward); /* embedding_dense_backward */
 
-/* foreach, repeat, masked_fill, random */
+/* repeat, masked_fill, random */
 KV_REF_KERNEL(masked_fill); /* masked_fill.Scalar */
 KV_REF_KERNEL(masked_fill_); /* masked_fill_.Scalar */
 KV_REF_KERNEL(repeat); /* repeat */
 KV_REF_KERNEL(bernoulli); /* bernoulli.p */
+/* out= overloads: one kernel for all of them (kernels/ref/ref_out.c), the
+ * functional twin's reference plus PyTorch's out= rules */
+KV_REF_KERNEL(out); /* add.out, mul.out, mm.out, cat.out, sum.IntList_out, clamp.out */
 
 #endif

@@ -99,9 +99,19 @@ static kv_kernel_fn ref_kernel_for(kv_op_id id) {
     case KV_OP_MASKED_FILL__SCALAR: return kv_ref_masked_fill_;
     case KV_OP_REPEAT: return kv_ref_repeat;
     case KV_OP_BERNOULLI_P: return kv_ref_bernoulli;
+    case KV_OP_ADD_OUT:
+    case KV_OP_MUL_OUT:
+    case KV_OP_MM_OUT:
+    case KV_OP_CAT_OUT:
+    case KV_OP_SUM_INTLIST_OUT:
+    case KV_OP_CLAMP_OUT: return kv_ref_out;
     case KV_OP_COUNT: break;
     }
     return NULL;
+}
+
+kv_kernel_fn kv_ref_kernel_of(int id) {
+    return id >= 0 && id < KV_OP_COUNT ? ref_kernel_for((kv_op_id)id) : NULL;
 }
 
 kv_status kv_ref_register_all(void) {

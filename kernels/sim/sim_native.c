@@ -127,8 +127,22 @@ static const sim_native sim_natives[] = {
     { "mm", sim_mm, sim_mm_ok },
 };
 
+/* An out= op (a keyword-only mutable Tensor argument, PyTorch's mark of
+ * one): SIM's functional kernel and copy_ through the host's out= rules.
+ * Not the generic kernel: resizing out would resize a host view. */
+static bool sim_is_out(const kv_schema *s) {
+    for (int i = 0; i < s->nargs; i++)
+        if (s->args[i].kwarg_only && s->args[i].alias.is_write) return true;
+    return false;
+}
+
+static kv_status sim_out(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    (void)ks;
+    return kv_sim_host->out_run(op, (kv_key)kv_sim_type, stack);
+}
+
 /* Every op that has a CPU reference gets a SIM kernel: the generic one,
- * plus a native variant where there is one. */
+ * plus a native variant where there is one; out= ops get sim_out. */
 kv_status kv_sim_register_kernels(void *context, kv_device_type type) {
     (void)context;
     const kv_host_api *h = kv_sim_host;
@@ -142,7 +156,9 @@ kv_status kv_sim_register_kernels(void *context, kv_device_type type) {
         for (size_t j = 0; j < sizeof sim_natives / sizeof sim_natives[0]; j++)
             if (strcmp(sim_natives[j].op, name) == 0) native = &sim_natives[j];
         kv_status st;
-        if (native == NULL) {
+        if (sim_is_out(h->op_schema(op))) {
+            st = h->register_kernel(name, (kv_key)type, sim_out);
+        } else if (native == NULL) {
             st = h->register_kernel(name, (kv_key)type, kv_sim_generic);
         } else {
             st = h->tune_register_variant(name, (kv_key)type, "ref", kv_sim_generic, NULL);

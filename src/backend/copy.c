@@ -61,6 +61,15 @@ static kv_status copy_bytes(void *dst, const kv_backend_desc *dd, const void *sr
     return st;
 }
 
+kv_status kv_backend_storage_copy(const kv_storage *s, void *dst, const void *src, size_t nbytes) {
+    kv_device_type mem = KV_DEVICE_CPU;
+    const kv_backend_desc *d = NULL;
+    kv_status st = memory_type(s->device.type, &mem);
+    if (st == KV_OK) st = ops_for(mem, &d);
+    if (st != KV_OK) return st;
+    return copy_bytes(dst, d, src, d, nbytes);
+}
+
 kv_status kv_backend_storage_upload(kv_storage *dst, const void *host_src, size_t nbytes) {
     kv_device_type mem = KV_DEVICE_CPU;
     const kv_backend_desc *d = NULL;
@@ -165,6 +174,7 @@ kv_tensor *kv_backend_host_view(const kv_tensor *t, void *host_base) {
     s->nbytes = t->storage->nbytes;
     s->device = KV_DEVICE_CPU0;
     s->allocator = NULL;
+    s->grown_allocator = NULL;
     atomic_init(&s->version, atomic_load(&t->storage->version));
     atomic_init(&v->refcount, 1);
     v->storage = s;

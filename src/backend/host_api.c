@@ -4,6 +4,7 @@
  * in front. Adding an entry changes the ABI: bump KV_BACKEND_ABI_VERSION. */
 #include "backend/backend_internal.h"
 #include "kv/tune.h"
+#include "ref/ref.h"
 
 static const kv_host_api kv_host_table = {
     .abi_version = KV_BACKEND_ABI_VERSION,
@@ -44,6 +45,7 @@ static const kv_host_api kv_host_table = {
     .broadcast_shapes = kv_broadcast_shapes,
     .wrap_dim = kv_wrap_dim,
     .scalar_to_double = kv_scalar_to_double,
+    .out_run = kv_ref_out_on,
 };
 
 const kv_host_api *kv_backend_host_api(void) { return &kv_host_table; }

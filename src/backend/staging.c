@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/backend_internal.h"
+#include "ref/ref.h"
 
 typedef struct stage_map {
     kv_storage *dev;     /* a device storage met in the arguments */
@@ -161,6 +162,10 @@ kv_status kv_backend_stage_reference(const kv_op *op, kv_keyset ks, kv_stack *st
     c.type = (kv_device_type)kv_keyset_highest(ks & KV_KEYSET_BACKENDS);
     if (c.type >= KV_DEVICE_TYPE_COUNT || c.type == KV_DEVICE_CPU)
         return kv_error(KV_ERR_INTERNAL, "%s: staging reached without a device backend in the key set", kv_op_name(op));
+    /* An out= op may resize out, which a host copy cannot carry back: it
+     * runs as its functional op and copy_ on the backend (each a kernel of
+     * the backend's or staged in turn). */
+    if (kv_ref_out_functional(kv_op_name(op)) != NULL) return kv_ref_out_on(op, (kv_key)c.type, stack);
     const kv_schema *s = kv_op_schema(op);
     kv_ivalue slots[KV_STACK_MAX];
     kv_stack cpu = kv_stack_on(slots, KV_STACK_MAX);

@@ -415,6 +415,32 @@ kv_status kv_accel_unbox_alias(kv_accel_box *b, int ret, int slot) {
     return KV_OK;
 }
 
+/* The target-tagged stand-in boxing made for argument `slot` (a shadow
+ * header or an owned alias), or NULL when the argument rode along as is. */
+static const kv_tensor *boxed_of(const kv_accel_box *b, int slot) {
+    for (int i = 0; i < b->nshadows; i++)
+        if (b->shadow_slot[i] == slot) return &b->shadows[i];
+    for (int i = 0; i < b->nowned; i++)
+        if (b->owned[i].slot == slot && b->owned[i].orig != NULL) return b->owned[i].made;
+    return NULL;
+}
+
+kv_status kv_accel_unbox_out(kv_accel_box *b, int ret, int slot) {
+    if (check_return(b, ret, KV_IV_TENSOR) != KV_OK) return b->st;
+    kv_tensor *orig = b->caller->slots[slot].tag == KV_IV_TENSOR ? b->caller->slots[slot].v.tensor : NULL;
+    const kv_tensor *boxed = boxed_of(b, slot);
+    if (orig != NULL && boxed != NULL && boxed != orig) {
+        /* The target resized its stand-in (the storage, shared, grew in
+         * place): the caller's tensor is that tensor, so it takes the new
+         * shape. Copied whole, as kv_tensor_resize writes it. */
+        orig->ndim = boxed->ndim;
+        memcpy(orig->sizes, boxed->sizes, sizeof orig->sizes);
+        memcpy(orig->strides, boxed->strides, sizeof orig->strides);
+        orig->offset = boxed->offset;
+    }
+    return kv_accel_unbox_alias(b, ret, slot);
+}
+
 kv_status kv_accel_unbox_value(kv_accel_box *b, int ret) {
     if (check_return(b, ret, KV_IV_NONE) != KV_OK) return b->st;
     b->returns[ret] = b->stack.slots[ret];
@@ -479,7 +505,8 @@ static kv_status unbox_returns(kv_accel_box *b, const kv_schema *s, kv_status st
     for (int k = 0; k < s->nreturns && st == KV_OK; k++) {
         const kv_arg *r = &s->returns[k];
         int src = r->type.kind == KV_TYPE_TENSOR && !r->type.is_list ? aliased_arg(s, r) : -1;
-        if (src >= 0) st = kv_accel_unbox_alias(b, k, src);
+        if (src >= 0 && kv_schema_is_out(s)) st = kv_accel_unbox_out(b, k, src);
+        else if (src >= 0) st = kv_accel_unbox_alias(b, k, src);
         else if (r->type.kind == KV_TYPE_TENSOR && !r->type.is_list) st = kv_accel_unbox_tensor(b, k);
         else st = kv_accel_unbox_value(b, k);
     }

@@ -159,6 +159,10 @@ kv_status kv_accel_unbox_tensor(kv_accel_box *b, int ret);
 /* Return `ret` aliases argument `slot` (in-place self, out=): the caller's
  * tensor, retained. */
 kv_status kv_accel_unbox_alias(kv_accel_box *b, int ret, int slot);
+/* The same for an out= op's return: out may have been resized by the
+ * target (PyTorch's resize_output), so the caller's tensor first takes
+ * the shape of its boxed stand-in. */
+kv_status kv_accel_unbox_out(kv_accel_box *b, int ret, int slot);
 /* A non-tensor return, copied as is. */
 kv_status kv_accel_unbox_value(kv_accel_box *b, int ret);
 /* Releases everything boxing made; on st == KV_OK moves the returns to the

@@ -150,6 +150,7 @@ static kv_tensor *kv_tensor_new(const char *op, size_t nbytes, const int64_t *si
             s->nbytes = nbytes;
             s->device = device;
             s->allocator = kv_tblock_allocator();
+            s->grown_allocator = NULL;
             kv_allocator_count(KV_DEVICE_CPU, (int64_t)nbytes, true);
             return kv_tensor_fill(&b->t, KV_TENSOR_EMBEDDED, s, sizes, strides, ndim, 0, dtype, device, keys);
         }

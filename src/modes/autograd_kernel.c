@@ -254,6 +254,15 @@ kv_status kv_ag_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
         kv_ag_count_kernel(false);
         return st;
     }
+    if (kv_schema_is_out(s)) {
+        /* PyTorch's rule, inputs and out alike: an out= result has no
+         * history to give (out's own, if any, would be overwritten). */
+        free_inputs(&in);
+        return kv_error(KV_ERR_INVALID_ARG,
+                        "%s: functions with out=... arguments don't support automatic differentiation, but one of "
+                        "the arguments requires grad.",
+                        kv_op_name(op));
+    }
     const kv_ag_formula *f = kv_ag_formula_for(op);
     kv_ag_node *node = NULL;
     st = check_mutable(op, s, &in);

@@ -10,6 +10,7 @@
 #include "kv/dispatch.h"
 #include "kv/tensor.h"
 #include "modes/mode_tls.h"
+#include "ref/ref.h"
 
 /* ---- per-thread state ---- */
 
@@ -339,7 +340,7 @@ const char *kv_functionalize_functional_op(const char *inplace_full_name) {
     if (inplace_full_name == NULL) return NULL;
     for (int i = 0; i < FZ_NROWS; i++)
         if (strcmp(g_table[i].inplace, inplace_full_name) == 0) return g_table[i].functional;
-    return NULL;
+    return kv_ref_out_functional(inplace_full_name);
 }
 
 /* ---- the fallback ---- */
@@ -433,9 +434,18 @@ static kv_status fz_inplace(const fz_row *row, kv_keyset ks, kv_stack *stack) {
     return KV_OK;
 }
 
+/* out= ops: the out= rules of kernels/ref/ref_out.c around two recorded
+ * steps below Functionalize, so the graph reads
+ * "%r = add.Tensor(%a, %b); %o = copy_(%o, %r)". Resizing out is
+ * metadata, not a node (it happens before copy_, on the caller's out). */
+static kv_status fz_out_step(const kv_op *op, kv_stack *stack, void *ctx) {
+    return fz_run_recorded(op, *(const kv_keyset *)ctx, stack);
+}
+
 static kv_status fz_fallback(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     for (int i = 0; i < FZ_NROWS; i++)
         if (g_inplace_op[i] == op) return fz_inplace(&g_table[i], ks, stack);
+    if (kv_ref_out_functional(kv_op_name(op)) != NULL) return kv_ref_out_run(op, stack, fz_out_step, &ks);
     if (fz_mutates(kv_op_schema(op)))
         return kv_error(KV_ERR_MISSING_KERNEL,
                         "%s: Functionalize: the op mutates an argument and has no functional equivalent in the "

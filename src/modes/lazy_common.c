@@ -365,7 +365,12 @@ static kv_status copy_back(const kv_lazy_bit *bit, const kv_op *op, kv_keyset be
         kv_status st = KV_OK;
         if (rec[r].m) {
             kv_tensor *orig = rec[r].saved.v.tensor;
-            st = kv_lazy_copy_logical(kv_op_name(op), orig, rec[r].m, below);
+            /* An out= op resized the materialized copy: the caller's out
+             * takes the shape first, then the values through its bit, as
+             * PyTorch's math-bit fallback does (resize_output, copy_). */
+            if (!kv_same_shape(orig, rec[r].m))
+                st = kv_tensor_resize(orig, rec[r].m->sizes, rec[r].m->ndim, kv_op_name(op), s->args[rec[r].index].name);
+            if (st == KV_OK) st = kv_lazy_copy_logical(kv_op_name(op), orig, rec[r].m, below);
             if (st != KV_OK) return st;
             kv_lazy_count(bit->key, KV_LAZY_COPY_BACKS);
             const char set = s->args[rec[r].index].alias.set;

@@ -199,12 +199,35 @@ static kv_status stack_return(const kv_op *op, fallback_state *fs, int j, const 
     return KV_OK;
 }
 
+/* An out= op's sample of out is a view of the batched out, so writing it
+ * fills the batch; resizing it cannot (the batch's geometry is the
+ * caller's). PyTorch's fallback refuses every out= op ("the fallback path
+ * doesn't work on out= or view ops"); here only the resize is refused. */
+static kv_status check_out_kept_shape(const kv_op *op, const kv_tensor *sample, const int64_t *sizes, int ndim) {
+    if (sample->ndim == ndim && memcmp(sample->sizes, sizes, (size_t)ndim * sizeof *sizes) == 0) return KV_OK;
+    char want[KV_MAX_DIMS * 24], got[KV_MAX_DIMS * 24];
+    kv_shape_format(sizes, ndim, want, sizeof want);
+    kv_shape_format(sample->sizes, sample->ndim, got, sizeof got);
+    return kv_error(KV_ERR_INVALID_ARG,
+                    "%s: vmap: argument 'out': a sample of out has shape %s but the result's is %s; the "
+                    "loop-and-stack fallback cannot resize a batched out (give out the batched result's shape)",
+                    kv_op_name(op), want, got);
+}
+
 static kv_status run_samples(const kv_op *op, const kv_stack *stack, const kv_vmap_ctx *ctx, fallback_state *fs,
                              sample_args *sa) {
+    const kv_schema *s = kv_op_schema(op);
+    const int out_slot = kv_schema_is_out(s) ? s->nargs - 1 : -1;
     for (int64_t b = 0; b < ctx->batch_size; b++) {
         kv_status st = sample_build(sa, stack, ctx, b);
         kv_stack rs = { sa->slots, stack->size, KV_STACK_MAX };
+        const kv_tensor *out = out_slot >= 0 && st == KV_OK ? kv_arg_tensor(&rs, out_slot) : NULL;
+        int64_t out_sizes[KV_MAX_DIMS];
+        const int out_ndim = out ? out->ndim : 0;
+        if (out) memcpy(out_sizes, out->sizes, sizeof out_sizes);
         if (st == KV_OK) st = kv_call(op, &rs);
+        if (st == KV_OK && out && (st = check_out_kept_shape(op, out, out_sizes, out_ndim)) != KV_OK)
+            kv_stack_clear_returns(&rs); /* the call's return, a reference to out's sample */
         sample_release(sa);
         if (st != KV_OK) return st;
         st = collect(op, fs, &rs, b, ctx->batch_size);

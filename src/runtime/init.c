@@ -15,6 +15,7 @@
 
 #include "cpu/cpu.h"
 #include "kv/accel.h"
+#include "kv/backend.h"
 #include "kv/device.h"
 #include "modes/modes.h"
 #include "ref/ref.h"
@@ -29,6 +30,9 @@ static kv_status compose(void) {
     kv_status st = kv_cpu_cache_env_init();
     if (st != KV_OK) return st;
     if ((st = kv_dispatch_init()) != KV_OK) return st;
+    /* A growing device storage (an out= argument resized) keeps its bytes
+     * through the backend layer's copies. */
+    kv_storage_copy_hook = kv_backend_storage_copy;
     if ((st = kv_ref_register_all()) != KV_OK) return st;
     if ((st = kv_cpu_variants_register()) != KV_OK) return st;
     if ((st = kv_modes_register_all()) != KV_OK) return st;

@@ -59,8 +59,8 @@
 #include "kv/dispatch.h"
 #include "kv/tensor.h"
 
-/* 2: kv_backend_desc gained `version`. */
-#define KV_BACKEND_ABI_VERSION 2
+/* 2: kv_backend_desc gained `version`. 3: kv_host_api gained `out_run`. */
+#define KV_BACKEND_ABI_VERSION 3
 #define KV_BACKEND_ENTRY_NAME "kv_backend_entry"
 #define KV_BACKEND_SLOT_ANY KV_DEVICE_TYPE_COUNT /* desc->device_type: any free PLUGINn slot */
 #define KV_BACKEND_NAME_MAX 32
@@ -118,6 +118,10 @@ typedef struct kv_host_api {
     kv_status (*broadcast_shapes)(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out, int *nout);
     int (*wrap_dim)(int64_t dim, int ndim, const char *op, const char *arg);
     double (*scalar_to_double)(kv_scalar s);
+    /* An out= op (add.out, ...) on `backend`: its functional op and copy_
+     * there, with PyTorch's out= rules in between (resizing out included,
+     * which a plugin cannot do itself); kernels/ref/ref_out.c. */
+    kv_status (*out_run)(const kv_op *op, kv_key backend, kv_stack *stack);
 } kv_host_api;
 
 /* ---- what a plugin provides ---- */
@@ -247,6 +251,10 @@ int kv_backend_load_default(const char *const *cli, int ncli, FILE *log);
 kv_tensor *kv_backend_copy_to_device(const kv_tensor *t, kv_device device);
 /* kv_backend_copy_to_device(t, cpu:0), the runner's way back. */
 kv_tensor *kv_backend_copy_to_host(const kv_tensor *t);
+/* nbytes from src to dst, both in the memory of storage s (an accel
+ * storage: its target's): what core's kv_storage_copy_hook is, so a
+ * device storage keeps its bytes when it grows. */
+kv_status kv_backend_storage_copy(const kv_storage *s, void *dst, const void *src, size_t nbytes);
 /* t itself (retained) when its memory is host-addressable, else a host
  * copy: what code that must read a tensor calls first. */
 kv_tensor *kv_backend_readable(const kv_tensor *t);

@@ -65,8 +65,8 @@ int kv_functionalize_graph_format(char *buf, int cap);
 /* Empties the graph (and, while the mode is on, forgets the value ids). */
 void kv_functionalize_graph_clear(void);
 
-/* The functional op an in-place op runs as ("add.Tensor" for
- * "add_.Tensor"), or NULL when the table has no row for it. */
+/* The functional op an in-place or out= op runs as ("add.Tensor" for
+ * "add_.Tensor" and for "add.out"), or NULL when there is none. */
 const char *kv_functionalize_functional_op(const char *inplace_full_name);
 
 /* Registers the fallback at KV_KEY_FUNCTIONALIZE (kv_modes_register_all). */

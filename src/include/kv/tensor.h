@@ -28,6 +28,10 @@ typedef struct kv_storage {
     kv_device device;
     kv_allocator *allocator;   /* NULL for borrowed memory (never freed) */
     atomic_llong version;      /* bumped by every in-place write */
+    /* NULL, except for a small tensor's storage (header, storage and data
+     * in one block) that kv_storage_grow moved its data out of: the data
+     * is then freed through this allocator, the block with the storage. */
+    kv_allocator *grown_allocator;
 } kv_storage;
 
 struct kv_autograd_meta;       /* defined by src/modes; opaque here */
@@ -57,6 +61,15 @@ typedef struct kv_tensor {
 kv_storage *kv_storage_new(size_t nbytes, kv_device device); /* NULL + error on failure */
 void kv_storage_retain(kv_storage *s);
 void kv_storage_release(kv_storage *s);
+/* Makes s hold at least nbytes, in place, as PyTorch's storage resize
+ * does: every tensor over s sees the new memory, and the old bytes are
+ * kept at its start (another view of s still reads its values). Borrowed
+ * storage cannot grow (KV_ERR_INVALID_ARG). */
+kv_status kv_storage_grow(kv_storage *s, size_t nbytes);
+/* How kv_storage_grow copies bytes within memory the host cannot address
+ * (a device's): set by the composition root to the backend layer's copy;
+ * NULL makes growing such a storage an error. */
+extern kv_status (*kv_storage_copy_hook)(const kv_storage *s, void *dst, const void *src, size_t nbytes);
 
 /* ---- creation (new tensors hold one reference, owned by the caller) ---- */
 /* Contiguous, uninitialized. Negative sizes, ndim > KV_MAX_DIMS or an
@@ -88,6 +101,12 @@ void kv_tensor_release(kv_tensor *t); /* NULL is allowed */
 extern void (*kv_tensor_autograd_free_hook)(struct kv_autograd_meta *meta);
 /* The same for a batched wrapper's vmap record (set by src/modes/vmap). */
 extern void (*kv_tensor_batched_free_hook)(struct kv_batched_info *info);
+
+/* Gives t the shape `sizes` in place with row-major strides over its own
+ * storage from its offset, growing the storage when too small (PyTorch's
+ * resize_output on an out= argument): nothing happens when the shape is
+ * already `sizes`. Errors name op and arg. */
+kv_status kv_tensor_resize(kv_tensor *t, const int64_t *sizes, int ndim, const char *op, const char *arg);
 
 /* ---- geometry ---- */
 int64_t kv_tensor_numel(const kv_tensor *t);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kv/accel.h"
+#include "ref/ref.h"
 #include "runner/case/case_args.h"
 #include "runner/exec/fill.h"
 
@@ -279,7 +280,15 @@ static const kv_tol_entry tol_table[] = {
 int kv_tol_count(void) { return TOL_N; }
 const kv_tol_entry *kv_tol_at(int i) { return i >= 0 && i < TOL_N ? &tol_table[i] : NULL; }
 
+/* An out= op computes its functional op and writes the result into out
+ * (kernels/ref/ref_out.c): its rule is the functional op's. */
+static const char *tol_op_of(const char *op) {
+    const char *functional = kv_ref_out_functional(op);
+    return functional ? functional : op;
+}
+
 bool kv_tol_has_op(const char *op) {
+    op = tol_op_of(op);
     for (int i = 0; i < TOL_N; i++)
         if (strcmp(tol_table[i].op, op) == 0) return true;
     return false;
@@ -316,6 +325,7 @@ static bool tol_cond_holds(kv_tol_cond cond, const kv_case *c) {
 }
 
 const kv_tol_entry *kv_tol_lookup(const char *op, kv_dtype out, const kv_case *c) {
+    op = tol_op_of(op);
     for (int i = 0; i < TOL_N; i++) {
         const kv_tol_entry *e = &tol_table[i];
         if (strcmp(e->op, op) != 0) continue;

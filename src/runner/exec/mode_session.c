@@ -340,7 +340,7 @@ static void verdict_functionalize(verdict *v, const kv_mode_session *s) {
         else if (has_mode(s->c, KV_MODE_VMAP))
             say(v, "functionalize recorded %d node%s under vmap", s->graph_count, s->graph_count == 1 ? "" : "s");
         else
-            fail(v, "mode=functionalize: %s is in-place, but the graph (%d nodes) has %s%s", name, s->graph_count,
+            fail(v, "mode=functionalize: %s mutates an argument, but the graph (%d nodes) has %s%s", name, s->graph_count,
                  s->graph_has_functional ? "no copy_ back" : "no ", s->graph_has_functional ? "" : functional);
     } else if (s->graph_has_op) {
         say(v, "functionalize recorded %s (%d node%s)", name, s->graph_count, s->graph_count == 1 ? "" : "s");

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "ref/ref.h"
+
 typedef struct op_family {
     const char *op;
     kv_exact_family family;
@@ -155,7 +157,52 @@ static kv_status exact_dispatch(const kv_case *c, const kv_op *op, kv_case_input
     return st;
 }
 
+/* An out= op: its functional op's truth, written into out by the
+ * reference's out= rules (kernels/ref/ref_out.c), so a dtype promotion
+ * into out rounds the truth in the result's dtype first, as PyTorch does. */
+typedef struct exact_out_ctx {
+    const kv_case *c;
+    kv_case_inputs *in;
+    kv_exact_stats *stats;
+} exact_out_ctx;
+
+/* The reference step, then (for the functional op) the truth over its
+ * result. */
+static kv_status exact_out_step(const kv_op *op, kv_stack *stack, void *ctx) {
+    const exact_out_ctx *x = ctx;
+    kv_status st = kv_ref_out_step_reference(op, stack, NULL);
+    if (st != KV_OK || strcmp(kv_op_name(op), "copy_") == 0) return st;
+    kv_case_outputs fo = { .n = 1, .t = { kv_arg_tensor(stack, 0) } };
+    if (fo.t[0] == NULL || kv_exact_family_of(kv_op_name(op)) == KV_EXACT_REF || !has_floating_output(&fo))
+        return KV_OK;
+    kv_case_inputs fin = *x->in; /* the out argument is last: the functional's are the others */
+    fin.nargs--;
+    return exact_dispatch(x->c, op, &fin, &fo, x->stats);
+}
+
+static kv_status exact_out(const kv_case *c, const kv_op *op, kv_case_outputs *out, kv_exact_stats *stats) {
+    if (!has_floating_output(out)) return KV_OK;
+    kv_case_inputs in;
+    kv_status st = kv_case_inputs_make(c, op, KV_DEVICE_CPU0, true, &in);
+    if (st != KV_OK) return st;
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack stack = kv_stack_on(slots, KV_STACK_MAX);
+    for (int i = 0; i < in.nargs && st == KV_OK; i++) st = kv_stack_push(&stack, in.args[i]);
+    exact_out_ctx ctx = { c, &in, stats };
+    if (st == KV_OK) st = kv_ref_out_run(op, &stack, exact_out_step, &ctx);
+    if (st == KV_OK) {
+        kv_tensor *truth = kv_arg_tensor(&stack, 0);
+        kv_tensor_release(out->t[0]);
+        out->t[0] = truth; /* the stack's reference moves here */
+        out->n = 1;
+        kv_exact_canonical_nans(out);
+    }
+    kv_case_inputs_free(&in);
+    return st;
+}
+
 kv_status kv_exact_golden(const kv_case *c, const kv_op *op, kv_case_outputs *out, kv_exact_stats *stats) {
+    if (kv_ref_out_functional(kv_op_name(op)) != NULL) return exact_out(c, op, out, stats);
     kv_exact_canonical_nans(out);
     const kv_exact_family f = kv_exact_family_of(kv_op_name(op));
     if (f == KV_EXACT_REF || !has_floating_output(out)) return KV_OK;

@@ -6,7 +6,9 @@
  * return. The steps keep the first failure, so the text needs no error
  * branches and reads top to bottom. Two ops get special steps: cat boxes
  * its list in one pass (kv_accel_box_cat_list) and native_group_norm
- * boxes a contiguous input (kv_accel_box_contiguous). */
+ * boxes a contiguous input (kv_accel_box_contiguous). An out= op's return
+ * is unboxed with kv_accel_unbox_out, which gives the caller's out the
+ * shape the target resized its stand-in to. */
 #include "tools/kvgen/kvgen.h"
 
 #include <ctype.h>
@@ -125,7 +127,8 @@ void kv_gen_emit_accel_kernel(const kv_gen_accel_entry *e, kv_gen_buf *out) {
         bool tensor = r->type.kind == KV_TYPE_TENSOR && !r->type.is_list;
         int src = tensor ? aliased_arg(s, r) : -1;
         if (src >= 0)
-            kv_gen_buf_printf(out, "    st = kv_accel_unbox_alias(&b, %d, %d); /* the caller's %s */\n", k, src,
+            kv_gen_buf_printf(out, "    st = %s(&b, %d, %d); /* the caller's %s */\n",
+                              kv_schema_is_out(s) ? "kv_accel_unbox_out" : "kv_accel_unbox_alias", k, src,
                               s->args[src].name);
         else if (tensor)
             kv_gen_buf_printf(out, "    st = kv_accel_unbox_tensor(&b, %d);\n", k);

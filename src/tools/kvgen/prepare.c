@@ -86,10 +86,14 @@ static int by_full_name(const void *a, const void *b) {
 kv_status kv_gen_prepare(kv_gen_ops *ops) {
     if (ops->n == 0)
         return kv_error(KV_ERR_SCHEMA, "%s:1:1: no ops (the generated tables would be empty)", ops->source);
+    /* An out= overload is always kv_<name>_<overload> (kv_add_out, as
+     * PyTorch's at::add_out), and does not count as sharing its base name:
+     * adding add.out leaves add.Tensor's wrapper kv_add. */
     for (int i = 0; i < ops->n; i++) {
-        bool shared = false;
+        bool shared = kv_schema_is_out(&ops->items[i]->schema);
         for (int j = 0; j < ops->n && !shared; j++)
-            shared = j != i && strcmp(ops->items[i]->schema.name, ops->items[j]->schema.name) == 0;
+            shared = j != i && !kv_schema_is_out(&ops->items[j]->schema) &&
+                     strcmp(ops->items[i]->schema.name, ops->items[j]->schema.name) == 0;
         kv_status st = name_op(ops, ops->items[i], shared);
         if (st != KV_OK) return st;
     }
