@@ -177,7 +177,10 @@ static void test_generated_functional(void **state) {
     expect_kernel(&ops, "add.Tensor", KV_GEN_ACCEL_DEFAULT,
                   "/* add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor\n"
                   " * kind: functional; target: default */\n"
+                  "static const kv_accel_lean_plan lean_accel_add_tensor = { KV_OP_ADD_TENSOR, KV_ACCEL_TARGET_DEFAULT, 3, 2, { 0, 1 }, 1, { -1 } };\n"
                   "static kv_status accel_add_tensor(const kv_op *op, kv_keyset ks, kv_stack *stack) {\n"
+                  "    kv_status lean;\n"
+                  "    if (kv_accel_lean(&lean_accel_add_tensor, op, stack, &lean)) return lean;\n"
                   "    kv_accel_box b;\n"
                   "    if (!kv_accel_box_begin(&b, op, ks, stack, KV_ACCEL_TARGET_DEFAULT)) return "
                   "kv_accel_box_below(&b, KV_OP_ADD_TENSOR);\n"
@@ -197,7 +200,10 @@ static void test_generated_functional(void **state) {
     expect_kernel(&ops, "is_neg", KV_GEN_ACCEL_DEFAULT,
                   "/* is_neg(Tensor self) -> bool\n"
                   " * kind: functional; target: default */\n"
+                  "static const kv_accel_lean_plan lean_accel_is_neg = { KV_OP_IS_NEG, KV_ACCEL_TARGET_DEFAULT, 1, 1, { 0 }, 1, { -1 } };\n"
                   "static kv_status accel_is_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {\n"
+                  "    kv_status lean;\n"
+                  "    if (kv_accel_lean(&lean_accel_is_neg, op, stack, &lean)) return lean;\n"
                   "    kv_accel_box b;\n"
                   "    if (!kv_accel_box_begin(&b, op, ks, stack, KV_ACCEL_TARGET_DEFAULT)) return "
                   "kv_accel_box_below(&b, KV_OP_IS_NEG);\n"
@@ -274,7 +280,10 @@ static void test_generated_inplace_and_out(void **state) {
     expect_kernel(&ops, "add.out", KV_GEN_ACCEL_DEFAULT,
                   "/* add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)\n"
                   " * kind: out=; target: default */\n"
+                  "static const kv_accel_lean_plan lean_accel_add_out = { KV_OP_ADD_OUT, KV_ACCEL_TARGET_DEFAULT, 4, 3, { 0, 1, 3 }, 1, { 3 } };\n"
                   "static kv_status accel_add_out(const kv_op *op, kv_keyset ks, kv_stack *stack) {\n"
+                  "    kv_status lean;\n"
+                  "    if (kv_accel_lean(&lean_accel_add_out, op, stack, &lean)) return lean;\n"
                   "    kv_accel_box b;\n"
                   "    if (!kv_accel_box_begin(&b, op, ks, stack, KV_ACCEL_TARGET_DEFAULT)) return "
                   "kv_accel_box_below(&b, KV_OP_ADD_OUT);\n"

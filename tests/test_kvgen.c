@@ -294,13 +294,15 @@ static void test_text_add_tensor(void **state) {
                    "kv_tensor *kv_add(kv_tensor *self, kv_tensor *other, kv_scalar alpha);\n",
                    "kv_tensor *kv_add(kv_tensor *self, kv_tensor *other, kv_scalar alpha) {\n"
                    "    static _Atomic(const kv_op *) handle;\n"
-                   "    const kv_op *op = kv_api_op(&handle, \"add.Tensor\");\n"
+                   "    const kv_op *op = atomic_load_explicit(&handle, memory_order_acquire);\n"
+                   "    if (!op || !atomic_load_explicit(&kv_dispatch_cache_on, memory_order_relaxed))\n"
+                   "        op = kv_api_op(&handle, \"add.Tensor\");\n"
                    "    if (!op) return NULL;\n"
                    "    kv_ivalue slots[3];\n"
                    "    kv_stack st = kv_stack_on(slots, 3);\n"
-                   "    kv_push_tensor(&st, self);\n"
-                   "    kv_push_tensor(&st, other);\n"
-                   "    kv_push_scalar(&st, alpha);\n"
+                   "    gen_push_tensor(&st, self);\n"
+                   "    gen_push_tensor(&st, other);\n"
+                   "    gen_push_scalar(&st, alpha);\n"
                    "    if (kv_call(op, &st) != KV_OK) return NULL;\n"
                    "    return gen_take_tensor(&st, \"add.Tensor\");\n"
                    "}\n");
@@ -318,15 +320,17 @@ static void test_text_native_layer_norm(void **state) {
                    "kv_tensor *weight, kv_tensor *bias, double eps, kv_tensor **out0, kv_tensor **out1, "
                    "kv_tensor **out2) {\n"
                    "    static _Atomic(const kv_op *) handle;\n"
-                   "    const kv_op *op = kv_api_op(&handle, \"native_layer_norm\");\n"
+                   "    const kv_op *op = atomic_load_explicit(&handle, memory_order_acquire);\n"
+                   "    if (!op || !atomic_load_explicit(&kv_dispatch_cache_on, memory_order_relaxed))\n"
+                   "        op = kv_api_op(&handle, \"native_layer_norm\");\n"
                    "    if (!op) return kv_last_error();\n"
                    "    kv_ivalue slots[5];\n"
                    "    kv_stack st = kv_stack_on(slots, 5);\n"
-                   "    kv_push_tensor(&st, input);\n"
+                   "    gen_push_tensor(&st, input);\n"
                    "    kv_push_ints(&st, normalized_shape);\n"
-                   "    kv_push_tensor(&st, weight);\n"
-                   "    kv_push_tensor(&st, bias);\n"
-                   "    kv_push_double(&st, eps);\n"
+                   "    gen_push_tensor(&st, weight);\n"
+                   "    gen_push_tensor(&st, bias);\n"
+                   "    gen_push_double(&st, eps);\n"
                    "    kv_status rc = kv_call(op, &st);\n"
                    "    if (rc != KV_OK) return rc;\n"
                    "    static const kv_ivalue_tag tags[3] = { KV_IV_TENSOR, KV_IV_TENSOR, KV_IV_TENSOR };\n"
@@ -346,13 +350,15 @@ static void test_text_clamp_inplace(void **state) {
                    "kv_status kv_clamp_(kv_tensor *self, kv_tensor *min, kv_tensor *max);\n",
                    "kv_status kv_clamp_(kv_tensor *self, kv_tensor *min, kv_tensor *max) {\n"
                    "    static _Atomic(const kv_op *) handle;\n"
-                   "    const kv_op *op = kv_api_op(&handle, \"clamp_.Tensor\");\n"
+                   "    const kv_op *op = atomic_load_explicit(&handle, memory_order_acquire);\n"
+                   "    if (!op || !atomic_load_explicit(&kv_dispatch_cache_on, memory_order_relaxed))\n"
+                   "        op = kv_api_op(&handle, \"clamp_.Tensor\");\n"
                    "    if (!op) return kv_last_error();\n"
                    "    kv_ivalue slots[3];\n"
                    "    kv_stack st = kv_stack_on(slots, 3);\n"
-                   "    kv_push_tensor(&st, self);\n"
-                   "    kv_push_tensor(&st, min);\n"
-                   "    kv_push_tensor(&st, max);\n"
+                   "    gen_push_tensor(&st, self);\n"
+                   "    gen_push_tensor(&st, min);\n"
+                   "    gen_push_tensor(&st, max);\n"
                    "    kv_status rc = kv_call(op, &st);\n"
                    "    if (rc != KV_OK) return rc;\n"
                    "    return gen_drop_alias(&st, \"clamp_.Tensor\");\n"
@@ -419,7 +425,7 @@ static void test_tables_text(void **state) {
     const char *api = kv_gen_buf_str(&b);
     assert_non_null(strstr(api, "#include \"kv/dispatch.h\"\n#include \"kv/init.h\"\n#include \"kv/tensor.h\"\n#include \"kv/ops.h\"\n"));
     /* only helpers some wrapper calls: no in-place or tuple op here */
-    assert_non_null(strstr(api, "static kv_tensor *gen_take_tensor("));
+    assert_non_null(strstr(api, "static inline kv_tensor *gen_take_tensor("));
     assert_null(strstr(api, "gen_drop_alias"));
     assert_null(strstr(api, "gen_put_tensor"));
     kv_gen_buf_free(&b);

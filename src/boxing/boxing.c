@@ -69,28 +69,15 @@ static kv_status fail_from_error(kv_accel_box *b, const char *what) {
 
 /* ---- aliases ---- */
 
-static int target_index(kv_key target, int accel_index) { return target == KV_KEY_CPU ? 0 : accel_index; }
-
 kv_tensor *kv_accel_alias_to_target(const kv_tensor *t, kv_key target) {
     kv_tensor *a = kv_tensor_alias(t);
     if (a == NULL) return NULL;
-    a->device = (kv_device){ (kv_device_type)target, target_index(target, t->device.index) };
+    a->device = (kv_device){ (kv_device_type)target, kv_accel_target_index(target, t->device.index) };
     a->keys = kv_accel_keys_to_target(t->keys, target);
     /* The alias is the same tensor to autograd: gradients reaching it
      * accumulate in the caller's record. */
     if (t->autograd != NULL) kv_autograd_share(a, t);
     return a;
-}
-
-void kv_accel_shadow(kv_tensor *shadow, const kv_tensor *t, kv_key target) {
-    /* A struct copy, which the compiler inlines (memcpy of a header went
-     * through libc's). The refcount is overwritten below. */
-    *shadow = *t;
-    atomic_init(&shadow->refcount, 1);
-    shadow->device = (kv_device){ (kv_device_type)target, target_index(target, t->device.index) };
-    shadow->keys = kv_accel_keys_to_target(t->keys, target);
-    shadow->autograd = NULL;
-    shadow->batched = NULL;
 }
 
 static void retag_in_place(kv_tensor *t) {
@@ -271,7 +258,7 @@ kv_status kv_accel_box_device(kv_accel_box *b, int slot) {
     kv_ivalue *v = &b->slots[slot];
     if (v->tag != KV_IV_DEVICE) return KV_OK; /* None: the input's device, i.e. accel */
     if (v->v.device.type == KV_DEVICE_ACCEL) {
-        v->v.device = (kv_device){ (kv_device_type)b->target, target_index(b->target, v->v.device.index) };
+        v->v.device = (kv_device){ (kv_device_type)b->target, kv_accel_target_index(b->target, v->v.device.index) };
     } else {
         b->device_not_accel = true;
     }
@@ -338,9 +325,7 @@ kv_status kv_accel_box_slow(kv_accel_box *b) {
 static kv_status check_return(kv_accel_box *b, int ret, kv_ivalue_tag want) {
     if (b->st != KV_OK) return b->st;
     if (!b->ran || ret >= b->stack.size || ret >= KV_STACK_MAX || (want != KV_IV_NONE && b->stack.slots[ret].tag != want))
-        return kv_accel_box_fail(b, kv_error(KV_ERR_INTERNAL,
-                                             "%s: the target kernel left %d values, not the schema's return %d",
-                                             kv_op_name(b->op), b->stack.size, ret));
+        return kv_accel_box_fail(b, kv_accel_returns_error(b->op, b->stack.size, ret));
     if (ret + 1 > b->nreturns) {
         for (int i = b->nreturns; i < ret; i++) b->returns[i] = (kv_ivalue){ .tag = KV_IV_NONE };
         b->nreturns = ret + 1;
@@ -354,11 +339,22 @@ static kv_status check_return(kv_accel_box *b, int ret, kv_ivalue_tag want) {
 static void drop_returned(kv_accel_box *b, kv_tensor *r) {
     const uintptr_t at = (uintptr_t)r, first = (uintptr_t)b->shadows;
     if (at >= first && at < first + (uintptr_t)b->nshadows * sizeof *b->shadows) {
-        atomic_store_explicit(&r->refcount, atomic_load_explicit(&r->refcount, memory_order_relaxed) - 1,
-                              memory_order_relaxed);
+        kv_accel_shadow_unref(r);
         return;
     }
     kv_tensor_release(r);
+}
+
+kv_status kv_accel_returns_error(const kv_op *op, int size, int ret) {
+    return kv_error(KV_ERR_INTERNAL, "%s: the target kernel left %d values, not the schema's return %d", kv_op_name(op),
+                    size, ret);
+}
+
+kv_status kv_accel_kept_error(const kv_op *op, kv_key target) {
+    /* A kernel kept a reference to a header that dies with the boxing
+     * frame: a kernel bug that must not pass silently. */
+    return kv_error(KV_ERR_INTERNAL, "%s: the %s kernel kept a reference to a boxed argument", kv_op_name(op),
+                    kv_key_name(target));
 }
 
 /* Takes return `ret` off the boxed stack (the box now owns it). */
@@ -456,12 +452,8 @@ kv_status kv_accel_box_end(kv_accel_box *b, kv_status st) {
                       s->full_name, b->nreturns, s->nreturns, b->caller->cap);
     if (b->ran) kv_stack_clear_returns(&b->stack); /* whatever was not taken */
     for (int i = 0; i < b->nshadows; i++) {
-        if (atomic_load_explicit(&b->shadows[i].refcount, memory_order_relaxed) != 1 && st == KV_OK) {
-            /* A kernel kept a reference to a header that dies with this
-             * frame: a kernel bug that must not pass silently. */
-            st = kv_error(KV_ERR_INTERNAL, "%s: the %s kernel kept a reference to a boxed argument", s->full_name,
-                          kv_key_name(b->target));
-        }
+        if (atomic_load_explicit(&b->shadows[i].refcount, memory_order_relaxed) != 1 && st == KV_OK)
+            st = kv_accel_kept_error(b->op, b->target);
     }
     if (st == KV_OK) {
         if (b->slow_ran) kv_accel_history_retag(b);

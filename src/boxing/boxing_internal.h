@@ -21,11 +21,13 @@
 #define KV_BOXING_INTERNAL_H
 
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "kv/accel.h"
 #include "kv/dispatch.h"
 #include "kv/keys.h"
+#include "kv/schema.h"
 #include "kv/stack.h"
 #include "kv/status.h"
 #include "kv/tensor.h"
@@ -106,6 +108,25 @@ typedef struct kv_accel_box {
     int shadow_slot[KV_ACCEL_BOX_SHADOWS];
 } kv_accel_box;
 
+/* ---- the lean fast path (lean.c) ---- */
+/* What kvgen knows, for an op whose arguments are plain Tensors (at most
+ * KV_ACCEL_BOX_SHADOWS of them, no list, no optional, no Device) and
+ * whose returns are tensors or values, to run its fast path without a
+ * box: the tensor slots to shadow and, per return, the mutable argument
+ * it aliases (-1: a new tensor or a value). */
+typedef struct kv_accel_lean_plan {
+    int op_id;
+    kv_key target; /* a backend key or KV_ACCEL_TARGET_DEFAULT */
+    signed char nargs;
+    signed char ntensors;
+    signed char tensor_slot[KV_ACCEL_BOX_SHADOWS];
+    signed char nreturns;
+    signed char ret_alias[KV_SCHEMA_MAX_RETURNS];
+} kv_accel_lean_plan;
+
+/* kv_accel_lean(plan, op, stack, &st), the path itself, is in
+ * boxing/lean.h. */
+
 /* ---- the sequence (boxing.c) ---- */
 /* Starts boxing `op` for the arguments on `stack`. Returns false (and
  * boxes nothing) when an argument is a batched (vmap) tensor: aliases
@@ -139,14 +160,29 @@ void kv_accel_box_note(kv_accel_box *b, const kv_tensor *boxed);
 /* A new target-tagged alias of the accel tensor t (autograd shared). */
 kv_tensor *kv_accel_alias_to_target(const kv_tensor *t, kv_key target);
 
-/* A target-tagged alias header of t in the caller's frame (no heap, no
- * references taken, no autograd record): only for calls that cannot keep
- * it, i.e. computing a key set, or a kernel that returns new tensors. */
-void kv_accel_shadow(kv_tensor *shadow, const kv_tensor *t, kv_key target);
 
 /* The gate (gate.c): kill switch, a direct kernel at the target key, then
  * the seed or exact rule on the boxed stack. */
 bool kv_accel_gate_allows(kv_accel_box *b);
+/* The same decision from the OR of the boxed tensors' key sets, for a
+ * call with at least one tensor argument, all on one device. */
+bool kv_accel_gate_allows_keys(const kv_op *op, kv_key target, kv_keyset boxed_keys);
+/* kv_accel_gate_allows_keys, and no lazy bit the dispatcher would check
+ * before the target's kernel (kv_accel_lean skips that check). */
+bool kv_accel_gate_allows_lean(const kv_op *op, kv_key target, kv_keyset boxed_keys);
+/* The switches (gate.c), read inline by the lean fast path: the rule
+ * (kv_accel_gate), the kill switch, and the tests' forced fast path. */
+extern atomic_int kv_accel_gate_now;
+extern atomic_bool kv_accel_redispatch_now;
+extern atomic_bool kv_accel_force_now;
+/* The default switches: fast paths on, the exact rule, nothing forced;
+ * then the gate is the dispatcher's own question
+ * (kv_dispatch_selected_kernel). */
+static inline bool kv_accel_gate_is_plain_exact(void) {
+    return atomic_load_explicit(&kv_accel_redispatch_now, memory_order_relaxed) &&
+           !atomic_load_explicit(&kv_accel_force_now, memory_order_relaxed) &&
+           atomic_load_explicit(&kv_accel_gate_now, memory_order_relaxed) == KV_ACCEL_GATE_EXACT;
+}
 /* The same decision for a boxed stack built elsewhere. */
 bool kv_accel_gate_allows_stack(const kv_op *op, kv_key target, const kv_stack *boxed);
 
@@ -186,9 +222,41 @@ kv_status kv_accel_box_dense(const kv_op *op, kv_keyset ks, kv_stack *stack);
  * the only reference, else as a new alias sharing the autograd record
  * (the old reference is dropped). NULL + error on failure. */
 kv_tensor *kv_accel_retag_owned(kv_tensor *t);
+/* Drops a reference a kernel returned to a shadow header: it lives in a
+ * frame no other thread has seen, so no locked instruction (and it never
+ * reaches zero: the frame holds the first). */
+static inline void kv_accel_shadow_unref(kv_tensor *shadow) {
+    atomic_store_explicit(&shadow->refcount, atomic_load_explicit(&shadow->refcount, memory_order_relaxed) - 1,
+                          memory_order_relaxed);
+}
+/* The error of a kernel that kept a reference to a shadow header. */
+kv_status kv_accel_kept_error(const kv_op *op, kv_key target);
+/* The error of a target kernel whose returns do not match the schema. */
+kv_status kv_accel_returns_error(const kv_op *op, int size, int ret);
+
 /* Keys of t boxed to `target` / unboxed from it. */
 static inline kv_keyset kv_accel_keys_to_target(kv_keyset keys, kv_key target) {
     return (keys & ~KV_ACCEL_KEYS) | kv_keyset_of(target);
+}
+
+/* The device index of an accel tensor's alias on `target`: the CPU has
+ * one device. */
+static inline int kv_accel_target_index(kv_key target, int accel_index) {
+    return target == KV_KEY_CPU ? 0 : accel_index;
+}
+
+/* A target-tagged alias header of t in the caller's frame (no heap, no
+ * references taken, no autograd record): only for calls that cannot keep
+ * it, i.e. computing a key set, or a kernel that returns new tensors.
+ * Inline: it is on the fast path once per tensor argument, and a struct
+ * copy the compiler writes out beats a call into libc's memcpy. */
+static inline void kv_accel_shadow(kv_tensor *shadow, const kv_tensor *t, kv_key target) {
+    *shadow = *t;
+    atomic_init(&shadow->refcount, 1);
+    shadow->device = (kv_device){ (kv_device_type)target, kv_accel_target_index(target, t->device.index) };
+    shadow->keys = kv_accel_keys_to_target(t->keys, target);
+    shadow->autograd = NULL;
+    shadow->batched = NULL;
 }
 static inline kv_keyset kv_accel_keys_from_target(kv_keyset keys, kv_key target) {
     return (keys & ~kv_keyset_of(target)) | KV_ACCEL_KEYS;
@@ -214,6 +282,21 @@ kv_status kv_accel_box_contiguous(kv_accel_box *b, int slot);
 /* op_id is kv_op_builtin_id; -1 counts only in the totals. */
 void kv_accel_count(int op_id, kv_accel_path path);
 void kv_accel_count_cat_dropped(uint64_t n);
+/* This thread's row of counts per builtin op, once it has counted (NULL
+ * before): what kv_accel_count_builtin bumps without a call. */
+extern _Thread_local atomic_uint_fast64_t (*kv_accel_counts_mine)[KV_ACCEL_PATH_COUNT];
+/* kv_accel_count for an op of ops.schema (0 <= op_id < KV_OP_COUNT), inline
+ * for the lean fast path: the same relaxed load + store on the thread's
+ * own block, the first call of a thread going through kv_accel_count. */
+static inline void kv_accel_count_builtin(int op_id, kv_accel_path path) {
+    atomic_uint_fast64_t(*rows)[KV_ACCEL_PATH_COUNT] = kv_accel_counts_mine;
+    if (rows == NULL) {
+        kv_accel_count(op_id, path);
+        return;
+    }
+    atomic_uint_fast64_t *c = &rows[op_id][path];
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
 
 /* ---- state (gate.c, accel_device.c) ---- */
 /* Reads the environment once (kv_boxing_register, or the first getter or

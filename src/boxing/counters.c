@@ -36,6 +36,7 @@ static _Atomic(count_block *) g_blocks;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t g_key;
 static _Thread_local count_block *t_block;
+_Thread_local atomic_uint_fast64_t (*kv_accel_counts_mine)[KV_ACCEL_PATH_COUNT];
 
 static void give_back(void *p) {
     count_block *b = p;
@@ -67,6 +68,7 @@ static count_block *my_block(void) {
     }
     if (g_key != (pthread_key_t)-1) pthread_setspecific(g_key, b);
     t_block = b;
+    kv_accel_counts_mine = b->counts;
     return b;
 }
 

@@ -13,10 +13,11 @@
 
 #include "kv/lazy.h"
 
-static atomic_int g_gate = KV_ACCEL_GATE_EXACT;
-static atomic_bool g_redispatch = true;
+/* Read inline by the lean fast path (boxing_internal.h). */
+atomic_int kv_accel_gate_now = KV_ACCEL_GATE_EXACT;
+atomic_bool kv_accel_redispatch_now = true;
+atomic_bool kv_accel_force_now = false;
 static atomic_bool g_special[KV_ACCEL_SPECIAL_COUNT] = { true, true, true, true };
-static atomic_bool g_force_for_tests = false;
 
 /* ---- names ---- */
 
@@ -51,23 +52,23 @@ const char *kv_accel_special_name(kv_accel_special which) {
 
 kv_accel_gate kv_accel_gate_get(void) {
     kv_accel_env_init();
-    return (kv_accel_gate)atomic_load_explicit(&g_gate, memory_order_relaxed);
+    return (kv_accel_gate)atomic_load_explicit(&kv_accel_gate_now, memory_order_relaxed);
 }
 
 void kv_accel_gate_set(kv_accel_gate gate) {
     kv_accel_env_init(); /* so the first read of the environment cannot override this later */
     if (gate != KV_ACCEL_GATE_SEED && gate != KV_ACCEL_GATE_EXACT) return;
-    atomic_store(&g_gate, (int)gate);
+    atomic_store(&kv_accel_gate_now, (int)gate);
 }
 
 bool kv_accel_redispatch_enabled(void) {
     kv_accel_env_init();
-    return atomic_load_explicit(&g_redispatch, memory_order_relaxed);
+    return atomic_load_explicit(&kv_accel_redispatch_now, memory_order_relaxed);
 }
 
 void kv_accel_redispatch_set_enabled(bool enabled) {
     kv_accel_env_init();
-    atomic_store(&g_redispatch, enabled);
+    atomic_store(&kv_accel_redispatch_now, enabled);
 }
 
 bool kv_accel_special_enabled(kv_accel_special which) {
@@ -75,7 +76,7 @@ bool kv_accel_special_enabled(kv_accel_special which) {
     return atomic_load_explicit(&g_special[which], memory_order_relaxed);
 }
 
-void kv_accel_gate_force_for_tests(bool on) { atomic_store(&g_force_for_tests, on); }
+void kv_accel_gate_force_for_tests(bool on) { atomic_store(&kv_accel_force_now, on); }
 
 void kv_accel_special_set_enabled(kv_accel_special which, bool enabled) {
     kv_accel_env_init();
@@ -158,8 +159,8 @@ static kv_status read_env(env_config *c) {
 static kv_status apply_env(const env_config *c) {
     kv_status st = kv_accel_set_requested_target(c->target);
     if (st != KV_OK) return st;
-    atomic_store(&g_gate, (int)c->gate);
-    atomic_store(&g_redispatch, c->redispatch);
+    atomic_store(&kv_accel_gate_now, (int)c->gate);
+    atomic_store(&kv_accel_redispatch_now, c->redispatch);
     for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) atomic_store(&g_special[i], c->special[i]);
     return KV_OK;
 }
@@ -251,11 +252,11 @@ static bool exact_allows_keys(const kv_op *op, kv_key target, kv_keyset tensor_k
  * decides, *out set when the switches already did. */
 static bool switches_decide(const kv_op *op, kv_key target, bool *out) {
     *out = false;
-    if (!atomic_load_explicit(&g_redispatch, memory_order_relaxed)) return true;
+    if (!atomic_load_explicit(&kv_accel_redispatch_now, memory_order_relaxed)) return true;
     /* A fallback or fallthrough at the target key is not "the target's
      * kernel": only an op's own kernel may be called directly. */
     if (kv_op_entry_kind(op, target) != KV_ENTRY_KERNEL) return true;
-    if (atomic_load_explicit(&g_force_for_tests, memory_order_relaxed)) {
+    if (atomic_load_explicit(&kv_accel_force_now, memory_order_relaxed)) {
         *out = true;
         return true;
     }
@@ -265,11 +266,26 @@ static bool switches_decide(const kv_op *op, kv_key target, bool *out) {
 bool kv_accel_gate_allows_stack(const kv_op *op, kv_key target, const kv_stack *boxed) {
     bool decided;
     if (switches_decide(op, target, &decided)) return decided;
-    switch ((kv_accel_gate)atomic_load_explicit(&g_gate, memory_order_relaxed)) {
+    switch ((kv_accel_gate)atomic_load_explicit(&kv_accel_gate_now, memory_order_relaxed)) {
     case KV_ACCEL_GATE_SEED: return seed_allows(boxed_keys(kv_op_schema(op), boxed));
     case KV_ACCEL_GATE_EXACT: return exact_allows(op, target, boxed);
     }
     return false;
+}
+
+bool kv_accel_gate_allows_keys(const kv_op *op, kv_key target, kv_keyset boxed_keys) {
+    bool decided;
+    if (switches_decide(op, target, &decided)) return decided;
+    switch ((kv_accel_gate)atomic_load_explicit(&kv_accel_gate_now, memory_order_relaxed)) {
+    case KV_ACCEL_GATE_SEED: return seed_allows(boxed_keys);
+    case KV_ACCEL_GATE_EXACT: return exact_allows_keys(op, target, boxed_keys);
+    }
+    return false;
+}
+
+bool kv_accel_gate_allows_lean(const kv_op *op, kv_key target, kv_keyset boxed_keys) {
+    if (!kv_accel_gate_allows_keys(op, target, boxed_keys)) return false;
+    return (boxed_keys & KV_KEYSET_LAZY & ~kv_op_fallthrough_keys(op)) == 0;
 }
 
 bool kv_accel_gate_allows(kv_accel_box *b) {
@@ -277,11 +293,12 @@ bool kv_accel_gate_allows(kv_accel_box *b) {
     /* No tensor argument (a factory): the key set comes from the Device
      * argument, which kv_call_keyset knows how to read. */
     if (!b->boxed_any) return kv_accel_gate_allows_stack(b->op, b->target, &b->stack);
-    bool decided;
-    if (switches_decide(b->op, b->target, &decided)) return decided;
-    switch ((kv_accel_gate)atomic_load_explicit(&g_gate, memory_order_relaxed)) {
-    case KV_ACCEL_GATE_SEED: return seed_allows(b->boxed_keys);
-    case KV_ACCEL_GATE_EXACT: return !b->boxed_device_mismatch && exact_allows_keys(b->op, b->target, b->boxed_keys);
+    /* Devices that disagree are the slow path's to report, under the exact
+     * gate; the seed gate never looked at devices. */
+    if (b->boxed_device_mismatch && atomic_load_explicit(&kv_accel_gate_now, memory_order_relaxed) == KV_ACCEL_GATE_EXACT) {
+        bool decided;
+        if (switches_decide(b->op, b->target, &decided)) return decided;
+        return false;
     }
-    return false;
+    return kv_accel_gate_allows_keys(b->op, b->target, b->boxed_keys);
 }

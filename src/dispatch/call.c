@@ -1,6 +1,7 @@
 /* kv_call and kv_redispatch: the hot path. Argument checking, the key set
  * computation and one table index; nothing here allocates. */
 #include "dispatch/op_internal.h"
+#include "dispatch/tls_internal.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -214,7 +215,7 @@ static kv_status compute_keyset(const kv_op *op, const kv_stack *stack, kv_keyse
          * the layers below it run once, on the target (src/boxing). */
         if (backend == KV_KEY_ACCEL) sc.ks |= kv_keyset_of(KV_KEY_ACCEL_BOXING);
     }
-    kv_tls_keys tls = kv_tls_get();
+    kv_tls_keys tls = kv_tls_now();
     *out = ((sc.ks | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL;
     return KV_OK;
 }
@@ -277,23 +278,32 @@ static _Atomic(kv_kernel_observer) kv_observer;
 
 void kv_dispatch_set_kernel_observer(kv_kernel_observer fn) { atomic_store(&kv_observer, fn); }
 
-static kv_status dispatch_on(const kv_op *op, kv_keyset ks, kv_stack *stack) {
-    if (ks == KV_KEYSET_EMPTY) return no_kernel(op, ks);
-    const kv_key k = kv_keyset_highest(ks);
+/* A backend kernel: the lazy-bit check and the observer around it. */
+static kv_status dispatch_backend(const kv_op *op, kv_key k, kv_keyset ks, kv_stack *stack) {
 #if KV_LAZY_CHECK
-    if (kv_key_is_backend(k)) {
-        kv_status st = lazy_check(op, k, stack);
-        if (st != KV_OK) return st;
-    }
+    kv_status lazy = lazy_check(op, k, stack);
+    if (lazy != KV_OK) return lazy;
 #endif
     const kv_entry *e = &op->table[k];
     if (e->fn == NULL) return no_kernel(op, ks);
     const kv_kernel_observer obs = atomic_load_explicit(&kv_observer, memory_order_relaxed);
-    if (obs == NULL || !kv_key_is_backend(k)) return e->fn(op, ks, stack);
+    if (obs == NULL) return e->fn(op, ks, stack);
     obs(op, k, true);
     const kv_status st = e->fn(op, ks, stack);
     obs(op, k, false);
     return st;
+}
+
+/* A key above the backends is a plain tail call into its kernel, which
+ * is most of what kv_call costs on the way to a layer (the accel boxing
+ * layer above all). */
+static kv_status dispatch_on(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    if (ks == KV_KEYSET_EMPTY) return no_kernel(op, ks);
+    const kv_key k = kv_keyset_highest(ks);
+    if (kv_key_is_backend(k)) return dispatch_backend(op, k, ks, stack);
+    const kv_kernel_fn fn = op->table[k].fn;
+    if (fn == NULL) return no_kernel(op, ks);
+    return fn(op, ks, stack);
 }
 
 kv_status kv_call_keyset(const kv_op *op, const kv_stack *stack, kv_keyset *out) {
@@ -305,9 +315,71 @@ kv_status kv_call_keyset(const kv_op *op, const kv_stack *stack, kv_keyset *out)
     return compute_keyset(op, stack, out);
 }
 
+/* check_stack and compute_keyset in one pass, for the stacks nearly every
+ * call has: each value carries its registered tag, tensors are non-NULL
+ * and share one device (0-dim CPU tensors aside), Scalars have a known
+ * kind, at least one tensor is present. Anything else (None, lists,
+ * strings, enums, a device mismatch, a factory) answers false before any
+ * effect, and kv_call takes the two passes, which judge it and word the
+ * error. The same formula as compute_keyset, so both give one key set. */
+static bool scan_common(const kv_op *op, const kv_stack *stack, kv_keyset *out) {
+    const int n = op->schema.nargs;
+    if (stack->size != n || n > stack->cap) return false;
+    kv_keyset ks = KV_KEYSET_EMPTY;
+    const kv_tensor *first = NULL; /* the first tensor that sets the device */
+    for (int i = 0; i < n; i++) {
+        const kv_ivalue *v = &stack->slots[i];
+        if (v->tag != (kv_ivalue_tag)op->arg_tag[i]) return false;
+        switch (v->tag) {
+        case KV_IV_TENSOR: {
+            const kv_tensor *t = v->v.tensor;
+            if (t == NULL) return false;
+            ks |= t->keys;
+            if (t->ndim == 0 && t->device.type == KV_DEVICE_CPU) {
+                /* read as a scalar: sets and checks no device */
+            } else if (first == NULL) {
+                first = t;
+            } else if (!kv_device_equal(first->device, t->device)) {
+                return false;
+            }
+            continue;
+        }
+        case KV_IV_SCALAR:
+            if ((unsigned)v->v.scalar.kind > (unsigned)KV_SCALAR_COMPLEX) return false;
+            continue;
+        case KV_IV_INT:
+        case KV_IV_DOUBLE:
+        case KV_IV_BOOL:
+            continue;
+        case KV_IV_NONE:
+        case KV_IV_TENSOR_LIST:
+        case KV_IV_INT_LIST:
+        case KV_IV_DTYPE:
+        case KV_IV_DEVICE:
+        case KV_IV_STR:
+            return false;
+        }
+        return false;
+    }
+    /* Every tensor argument matched its tag, so none was absent: with no
+     * tensor argument at all (a factory) the Device argument decides. */
+    if (op->ntensor_args == 0) return false;
+    const kv_tls_keys tls = kv_tls_now();
+    *out = ((ks | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL;
+    return true;
+}
+
 kv_status kv_call(const kv_op *op, kv_stack *stack) {
     if (op == NULL) return kv_error(KV_ERR_INVALID_ARG, "kv_call: argument 'op': is NULL");
     if (stack == NULL) return kv_error(KV_ERR_INVALID_ARG, "%s: the stack is NULL", op->schema.full_name);
+    kv_keyset fast;
+    if (scan_common(op, stack, &fast)) {
+        /* dispatch_on's layer case, inline: a tail call into the kernel. */
+        const kv_key k = kv_keyset_highest(fast);
+        if (fast != KV_KEYSET_EMPTY && !kv_key_is_backend(k) && op->table[k].fn != NULL)
+            return op->table[k].fn(op, fast, stack);
+        return dispatch_on(op, fast, stack);
+    }
     kv_status st = check_stack(op, stack);
     if (st != KV_OK) return st;
     kv_keyset ks;
@@ -326,4 +398,23 @@ kv_status kv_redispatch(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     if (op == NULL) return kv_error(KV_ERR_INVALID_ARG, "kv_redispatch: argument 'op': is NULL");
     if (stack == NULL) return kv_error(KV_ERR_INVALID_ARG, "%s: the stack is NULL", op->schema.full_name);
     return dispatch_on(op, ks & ~op->fallthrough & KV_KEYSET_ALL, stack);
+}
+
+kv_status kv_dispatch_run_kernel(const kv_op *op, kv_key backend, kv_kernel_fn fn, kv_stack *stack) {
+    const kv_kernel_observer obs = atomic_load_explicit(&kv_observer, memory_order_relaxed);
+    if (obs == NULL) return fn(op, kv_keyset_of(backend), stack);
+    obs(op, backend, true);
+    const kv_status st = fn(op, kv_keyset_of(backend), stack);
+    obs(op, backend, false);
+    return st;
+}
+
+kv_kernel_fn kv_dispatch_selected_kernel(const kv_op *op, kv_keyset tensor_keys, kv_key backend, bool *observed) {
+    *observed = atomic_load_explicit(&kv_observer, memory_order_relaxed) != NULL;
+    if (!kv_key_is_backend(backend) || op->table[backend].kind != KV_ENTRY_KERNEL) return NULL;
+    if (tensor_keys & KV_KEYSET_LAZY & ~op->fallthrough) return NULL;
+    const kv_tls_keys tls = kv_tls_now();
+    if (kv_keyset_highest(((tensor_keys | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL) != backend)
+        return NULL;
+    return op->table[backend].fn;
 }

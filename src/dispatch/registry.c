@@ -21,7 +21,7 @@ static int g_cap;
 static kv_kernel_fn g_fallback[KV_KEY_COUNT];
 static kv_keyset g_fallback_fallthrough;
 
-static atomic_bool g_cache_enabled = true;
+atomic_bool kv_dispatch_cache_on = true;
 static atomic_bool g_composed;
 static atomic_uint_fast64_t g_lookups;
 
@@ -143,7 +143,7 @@ kv_status kv_dispatch_parse_cache_env(const char *value, bool *enabled) {
 static kv_status init_registry(void) {
     bool cache = true;
     if (kv_dispatch_parse_cache_env(getenv("KV_NO_DISPATCH_CACHE"), &cache) != KV_OK) return kv_last_error();
-    atomic_store(&g_cache_enabled, cache);
+    atomic_store(&kv_dispatch_cache_on, cache);
 
     for (int id = 0; id < KV_OP_COUNT; id++) {
         kv_op *op = NULL;
@@ -207,26 +207,26 @@ const kv_op *kv_op_find(const char *full_name) {
 uint64_t kv_op_lookup_count(void) { return (uint64_t)atomic_load(&g_lookups); }
 
 const kv_op *kv_op_handle(_Atomic(const kv_op *) *cache, const char *full_name) {
-    if (cache && atomic_load_explicit(&g_cache_enabled, memory_order_relaxed)) {
+    if (cache && atomic_load_explicit(&kv_dispatch_cache_on, memory_order_relaxed)) {
         const kv_op *op = atomic_load_explicit(cache, memory_order_acquire);
         if (op) return op;
     }
     const kv_op *op = kv_op_find(full_name);
     /* Checked again after the lookup: the first lookup is what reads the
      * environment, and a disabled cache must stay empty. */
-    if (op && cache && atomic_load_explicit(&g_cache_enabled, memory_order_relaxed))
+    if (op && cache && atomic_load_explicit(&kv_dispatch_cache_on, memory_order_relaxed))
         atomic_store_explicit(cache, op, memory_order_release);
     return op;
 }
 
 bool kv_dispatch_cache_enabled(void) {
     kv_dispatch_init();
-    return atomic_load(&g_cache_enabled);
+    return atomic_load(&kv_dispatch_cache_on);
 }
 
 void kv_dispatch_cache_set_enabled(bool enabled) {
     kv_dispatch_init(); /* so the environment read at init cannot override this later */
-    atomic_store(&g_cache_enabled, enabled);
+    atomic_store(&kv_dispatch_cache_on, enabled);
 }
 
 const char *kv_op_name(const kv_op *op) { return op ? op->schema.full_name : "(null op)"; }

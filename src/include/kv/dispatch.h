@@ -64,6 +64,10 @@ const kv_op *kv_op_find(const char *full_name);     /* NULL + KV_ERR_UNKNOWN_OP 
 const kv_op *kv_op_handle(_Atomic(const kv_op *) *cache, const char *full_name);
 bool kv_dispatch_cache_enabled(void);
 void kv_dispatch_cache_set_enabled(bool enabled); /* tests and the runner */
+/* The switch behind both, read by the typed wrappers for their inline
+ * cache hit (a filled handle and the cache on); read only, set it with
+ * kv_dispatch_cache_set_enabled. */
+extern atomic_bool kv_dispatch_cache_on;
 
 /* An observer of backend kernels: called with enter=true just before the
  * kernel (or backend fallback) at a backend key runs and enter=false just
@@ -107,5 +111,18 @@ kv_status kv_call_by_name(const char *full_name, kv_stack *stack);
 /* Dispatches on `ks` as given (minus the op's fallthrough keys) without
  * consulting the arguments or TLS. */
 kv_status kv_redispatch(const kv_op *op, kv_keyset ks, kv_stack *stack);
+/* The accel fast path's two halves of kv_redispatch(op, {backend}, stack).
+ * kv_dispatch_selected_kernel: op's own kernel at `backend` when kv_call,
+ * for tensor arguments whose key sets OR to `tensor_keys` (on one device)
+ * and this thread's TLS, would go straight to it with no lazy bit left
+ * for the dispatcher to check (the exact redispatch gate's question,
+ * answered with the op's table at hand); else NULL.
+ * *observed says whether a kernel observer is installed: when not, the
+ * caller may call the kernel itself, with {backend} as its key set.
+ * kv_dispatch_run_kernel: calls a kernel that answer (or
+ * kv_op_entry_fn) gave for `backend`, the kernel observer around it, as
+ * the dispatcher would; no lazy-bit check (the caller has made it). */
+kv_kernel_fn kv_dispatch_selected_kernel(const kv_op *op, kv_keyset tensor_keys, kv_key backend, bool *observed);
+kv_status kv_dispatch_run_kernel(const kv_op *op, kv_key backend, kv_kernel_fn fn, kv_stack *stack);
 
 #endif

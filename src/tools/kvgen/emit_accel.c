@@ -94,6 +94,34 @@ static int aliased_arg(const kv_schema *s, const kv_arg *ret) {
     return -1;
 }
 
+/* The lean fast path's plan (src/boxing/lean.c) as an initializer, or
+ * false when the op has an argument the lean path does not box (a list,
+ * an optional or special tensor, a Device) or more tensors than it
+ * shadows (KV_ACCEL_BOX_SHADOWS: a plan past it would not compile). */
+#define LEAN_MAX_TENSORS 4
+static bool lean_plan(const kv_gen_accel_entry *e, kv_gen_buf *out) {
+    const kv_schema *s = &e->op->schema;
+    int slots[KV_SCHEMA_MAX_ARGS], n = 0;
+    for (int i = 0; i < s->nargs; i++) {
+        const char *step = box_step(s, i);
+        if (step == NULL) continue;
+        if (strcmp(step, "kv_accel_box_tensor") != 0 && strcmp(step, "kv_accel_box_mutable") != 0) return false;
+        if (n == LEAN_MAX_TENSORS) return false;
+        slots[n++] = i;
+    }
+    if (n == 0) return false;
+    kv_gen_buf_printf(out, "{ %s, %s, %d, %d, {", e->op->id, target_constant(e->target), s->nargs, n);
+    for (int j = 0; j < n; j++) kv_gen_buf_printf(out, "%s%d", j ? ", " : " ", slots[j]);
+    kv_gen_buf_printf(out, " }, %d, {", s->nreturns);
+    for (int k = 0; k < s->nreturns; k++) {
+        const kv_arg *r = &s->returns[k];
+        const bool tensor = r->type.kind == KV_TYPE_TENSOR && !r->type.is_list;
+        kv_gen_buf_printf(out, "%s%d", k ? ", " : " ", tensor ? aliased_arg(s, r) : -1);
+    }
+    kv_gen_buf_puts(out, s->nreturns ? " } }" : "} }");
+    return true;
+}
+
 void kv_gen_emit_accel_kernel(const kv_gen_accel_entry *e, kv_gen_buf *out) {
     const kv_gen_op *op = e->op;
     const kv_schema *s = &op->schema;
@@ -103,12 +131,22 @@ void kv_gen_emit_accel_kernel(const kv_gen_accel_entry *e, kv_gen_buf *out) {
     put_comment_text(op->text, out);
     kv_gen_buf_printf(out, "\n * kind: %s; target: %s */\n", kv_gen_accel_kind_name(kv_gen_accel_kind_of(s)),
                       kv_gen_accel_target_name(e->target));
+    kv_gen_buf plan;
+    kv_gen_buf_init(&plan);
+    const bool lean = lean_plan(e, &plan);
+    if (lean) kv_gen_buf_printf(out, "static const kv_accel_lean_plan lean_%s = %s;\n", fn, kv_gen_buf_str(&plan));
+    kv_gen_buf_free(&plan);
+    kv_gen_buf_printf(out, "static kv_status %s(const kv_op *op, kv_keyset ks, kv_stack *stack) {\n", fn);
+    if (lean)
+        kv_gen_buf_printf(out,
+                          "    kv_status lean;\n"
+                          "    if (kv_accel_lean(&lean_%s, op, stack, &lean)) return lean;\n",
+                          fn);
     kv_gen_buf_printf(out,
-                      "static kv_status %s(const kv_op *op, kv_keyset ks, kv_stack *stack) {\n"
                       "    kv_accel_box b;\n"
                       "    if (!kv_accel_box_begin(&b, op, ks, stack, %s)) return kv_accel_box_below(&b, %s);\n"
                       "    kv_status st = KV_OK;\n",
-                      fn, target_constant(e->target), op->id);
+                      target_constant(e->target), op->id);
     for (int i = 0; i < s->nargs; i++) {
         const char *step = box_step(s, i);
         if (step) kv_gen_buf_printf(out, "    st = %s(&b, %d); /* %s */\n", step, i, s->args[i].name);
@@ -149,6 +187,7 @@ void kv_gen_emit_accel_boxing(const kv_gen_ops *ops, const kv_gen_accel *conf, k
                       " * src/boxing/boxing_internal.h. kv_accel_register_generated registers\n"
                       " * each one at KV_KEY_ACCEL_BOXING. */\n"
                       "#include \"boxing/boxing_internal.h\"\n"
+                      "#include \"boxing/lean.h\"\n"
                       "#include \"kv/op_ids.h\"\n",
                       ops->source, conf->source, conf->source);
     for (int k = 0; k < KV_GEN_ACCEL_KIND_COUNT; k++) {

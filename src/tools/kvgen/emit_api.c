@@ -1,8 +1,9 @@
 /* kv/ops.h and ops_api.c: the typed C API, one wrapper per op.
  *
- * A wrapper resolves its op once (kv_op_handle caches it), pushes every
- * argument in schema order onto a stack that lives in its own frame,
- * calls the dispatcher and takes the returns off the stack. The helpers
+ * A wrapper resolves its op once (kv_op_handle caches it; a hit is two
+ * loads inline), pushes every argument in schema order onto a stack that
+ * lives in its own frame, calls the dispatcher and takes the returns off
+ * the stack. The helpers
  * at the top of ops_api.c check that a kernel returned what the schema
  * says, so a kernel bug is an error value instead of a wild pointer. */
 #include "tools/kvgen/kvgen.h"
@@ -106,6 +107,18 @@ static void put_returns(const kv_gen_op *op, kv_gen_buf *out) {
     kv_gen_buf_puts(out, "    return KV_OK;\n");
 }
 
+/* The pushes ops_api.c defines inline (put_helpers), as gen_push_...: a
+ * wrapper sizes its stack for its schema, so they need no capacity check
+ * and no call. The others go through kv/stack.h. */
+static const char *const inlined_pushes[] = { "kv_push_tensor", "kv_push_scalar", "kv_push_int", "kv_push_double",
+                                              "kv_push_bool" };
+
+static bool inlined_push(const char *push) {
+    for (size_t i = 0; i < sizeof inlined_pushes / sizeof inlined_pushes[0]; i++)
+        if (strcmp(push, inlined_pushes[i]) == 0) return true;
+    return false;
+}
+
 void kv_gen_emit_wrapper(const kv_gen_op *op, kv_gen_buf *out) {
     const kv_schema *s = &op->schema;
     /* The stack holds the arguments, then the returns in their place. */
@@ -115,7 +128,9 @@ void kv_gen_emit_wrapper(const kv_gen_op *op, kv_gen_buf *out) {
     kv_gen_buf_printf(out,
                       " {\n"
                       "    static _Atomic(const kv_op *) handle;\n"
-                      "    const kv_op *op = kv_api_op(&handle, \"%s\");\n"
+                      "    const kv_op *op = atomic_load_explicit(&handle, memory_order_acquire);\n"
+                      "    if (!op || !atomic_load_explicit(&kv_dispatch_cache_on, memory_order_relaxed))\n"
+                      "        op = kv_api_op(&handle, \"%s\");\n"
                       "    if (!op) return %s;\n"
                       "    kv_ivalue slots[%d];\n"
                       "    kv_stack st = kv_stack_on(slots, %d);\n",
@@ -124,7 +139,8 @@ void kv_gen_emit_wrapper(const kv_gen_op *op, kv_gen_buf *out) {
     for (int i = 0; i < s->nargs; i++) {
         kv_gen_arg_map m;
         if (!kv_gen_map_arg(s->args[i].type, &m)) continue;
-        kv_gen_buf_printf(out, "    %s(&st, %s);\n", m.push, op->params[i]);
+        kv_gen_buf_printf(out, "    %s%s(&st, %s);\n", inlined_push(m.push) ? "gen" : "", m.push + (inlined_push(m.push) ? 2 : 0),
+                          op->params[i]);
     }
     put_returns(op, out);
     kv_gen_buf_puts(out, "}\n");
@@ -201,24 +217,47 @@ static void put_helpers(const kv_gen_ops *ops, kv_gen_buf *out) {
                     "    return kv_error(KV_ERR_INTERNAL, \"%s: kernel left %d values on the stack, not the schema's %d returns\",\n"
                     "                    name, size, n);\n"
                     "}\n");
+    kv_gen_buf_puts(out,
+                    "\n"
+                    "/* Pushes onto a stack the wrapper sized for its schema: no capacity\n"
+                    " * check, no call. A NULL tensor is None, as with kv_push_tensor. */\n"
+                    "static inline void gen_push_tensor(kv_stack *st, kv_tensor *t) {\n"
+                    "    st->slots[st->size++] = t ? (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = t } : (kv_ivalue){ .tag = KV_IV_NONE };\n"
+                    "}\n"
+                    "static inline void gen_push_scalar(kv_stack *st, kv_scalar v) {\n"
+                    "    st->slots[st->size++] = (kv_ivalue){ .tag = KV_IV_SCALAR, .v.scalar = v };\n"
+                    "}\n"
+                    "static inline void gen_push_int(kv_stack *st, int64_t v) {\n"
+                    "    st->slots[st->size++] = (kv_ivalue){ .tag = KV_IV_INT, .v.i = v };\n"
+                    "}\n"
+                    "static inline void gen_push_double(kv_stack *st, double v) {\n"
+                    "    st->slots[st->size++] = (kv_ivalue){ .tag = KV_IV_DOUBLE, .v.d = v };\n"
+                    "}\n"
+                    "static inline void gen_push_bool(kv_stack *st, bool v) {\n"
+                    "    st->slots[st->size++] = (kv_ivalue){ .tag = KV_IV_BOOL, .v.b = v };\n"
+                    "}\n");
+    /* The one-tensor returns check the common case inline and leave the
+     * rest, with its message, to gen_check_returns. */
     if (any_kind(ops, KV_GEN_RET_TENSOR))
         kv_gen_buf_puts(out,
                         "\n"
-                        "static kv_tensor *gen_take_tensor(kv_stack *st, const char *name) {\n"
+                        "static inline kv_tensor *gen_take_tensor(kv_stack *st, const char *name) {\n"
                         "    static const kv_ivalue_tag tags[1] = { KV_IV_TENSOR };\n"
-                        "    if (gen_check_returns(st, name, tags, 1) != KV_OK) return NULL;\n"
-                        "    return st->slots[0].v.tensor;\n"
+                        "    if (st->size == 1 && st->slots[0].tag == KV_IV_TENSOR && st->slots[0].v.tensor) return st->slots[0].v.tensor;\n"
+                        "    gen_check_returns(st, name, tags, 1);\n"
+                        "    return NULL;\n"
                         "}\n");
     if (any_kind(ops, KV_GEN_RET_ALIAS))
         kv_gen_buf_puts(out,
                         "\n"
                         "/* The returned alias is the caller's own argument: drop our reference. */\n"
-                        "static kv_status gen_drop_alias(kv_stack *st, const char *name) {\n"
+                        "static inline kv_status gen_drop_alias(kv_stack *st, const char *name) {\n"
                         "    static const kv_ivalue_tag tags[1] = { KV_IV_TENSOR };\n"
-                        "    kv_status rc = gen_check_returns(st, name, tags, 1);\n"
-                        "    if (rc != KV_OK) return rc;\n"
-                        "    kv_stack_clear_returns(st);\n"
-                        "    return KV_OK;\n"
+                        "    if (st->size == 1 && st->slots[0].tag == KV_IV_TENSOR && st->slots[0].v.tensor) {\n"
+                        "        kv_tensor_release(st->slots[0].v.tensor);\n"
+                        "        return KV_OK;\n"
+                        "    }\n"
+                        "    return gen_check_returns(st, name, tags, 1);\n"
                         "}\n");
     if (any_tensor_outparam(ops))
         kv_gen_buf_puts(out,
