@@ -223,8 +223,8 @@ static void test_generated_functional(void **state) {
 }
 
 /* A Generator argument gets no boxing step: the kernel's stack slot (the
- * caller's generator) reaches the target untouched on both paths, so
- * both advance the same state. */
+ * caller's generator) reaches the target untouched on every path (lean,
+ * fast, slow), so all advance the same state. */
 static void test_generated_generator_passes_through(void **state) {
     (void)state;
     kv_gen_ops ops;
@@ -233,7 +233,10 @@ static void test_generated_generator_passes_through(void **state) {
     expect_kernel(&ops, "bernoulli.p", KV_GEN_ACCEL_DEFAULT,
                   "/* bernoulli.p(Tensor self, float p=0.5, *, Generator? generator=None) -> Tensor\n"
                   " * kind: functional; target: default */\n"
+                  "static const kv_accel_lean_plan lean_accel_bernoulli_p = { KV_OP_BERNOULLI_P, KV_ACCEL_TARGET_DEFAULT, 3, 1, { 0 }, 1, { -1 } };\n"
                   "static kv_status accel_bernoulli_p(const kv_op *op, kv_keyset ks, kv_stack *stack) {\n"
+                  "    kv_status lean;\n"
+                  "    if (kv_accel_lean(&lean_accel_bernoulli_p, op, stack, &lean)) return lean;\n"
                   "    kv_accel_box b;\n"
                   "    if (!kv_accel_box_begin(&b, op, ks, stack, KV_ACCEL_TARGET_DEFAULT)) return "
                   "kv_accel_box_below(&b, KV_OP_BERNOULLI_P);\n"
@@ -277,13 +280,12 @@ static void test_generated_inplace_and_out(void **state) {
                   "    st = kv_accel_unbox_alias(&b, 0, 0); /* the caller's self */\n"
                   "    return kv_accel_box_end(&b, st);\n"
                   "}\n");
+    /* out= takes no lean path: only kv_accel_unbox_out gives the caller's
+     * out the shape the target resized its stand-in to. */
     expect_kernel(&ops, "add.out", KV_GEN_ACCEL_DEFAULT,
                   "/* add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)\n"
                   " * kind: out=; target: default */\n"
-                  "static const kv_accel_lean_plan lean_accel_add_out = { KV_OP_ADD_OUT, KV_ACCEL_TARGET_DEFAULT, 4, 3, { 0, 1, 3 }, 1, { 3 } };\n"
                   "static kv_status accel_add_out(const kv_op *op, kv_keyset ks, kv_stack *stack) {\n"
-                  "    kv_status lean;\n"
-                  "    if (kv_accel_lean(&lean_accel_add_out, op, stack, &lean)) return lean;\n"
                   "    kv_accel_box b;\n"
                   "    if (!kv_accel_box_begin(&b, op, ks, stack, KV_ACCEL_TARGET_DEFAULT)) return "
                   "kv_accel_box_below(&b, KV_OP_ADD_OUT);\n"

@@ -320,7 +320,8 @@ kv_status kv_call_keyset(const kv_op *op, const kv_stack *stack, kv_keyset *out)
  * and share one device (0-dim CPU tensors aside), Scalars have a known
  * kind, at least one tensor is present. Anything else (None, lists,
  * strings, enums, a device mismatch, a factory) answers false before any
- * effect, and kv_call takes the two passes, which judge it and word the
+ * effect (a Generator too: its op is rare enough for the two passes),
+ * and kv_call takes the two passes, which judge it and word the
  * error. The same formula as compute_keyset, so both give one key set. */
 static bool scan_common(const kv_op *op, const kv_stack *stack, kv_keyset *out) {
     const int n = op->schema.nargs;
@@ -357,6 +358,7 @@ static bool scan_common(const kv_op *op, const kv_stack *stack, kv_keyset *out) 
         case KV_IV_DTYPE:
         case KV_IV_DEVICE:
         case KV_IV_STR:
+        case KV_IV_GENERATOR:
             return false;
         }
         return false;

@@ -96,11 +96,14 @@ static int aliased_arg(const kv_schema *s, const kv_arg *ret) {
 
 /* The lean fast path's plan (src/boxing/lean.c) as an initializer, or
  * false when the op has an argument the lean path does not box (a list,
- * an optional or special tensor, a Device) or more tensors than it
- * shadows (KV_ACCEL_BOX_SHADOWS: a plan past it would not compile). */
+ * an optional or special tensor, a Device), is an out= op (the target
+ * may resize its stand-in for out, and only kv_accel_unbox_out gives the
+ * caller's tensor the new shape) or has more tensors than it shadows
+ * (KV_ACCEL_BOX_SHADOWS: a plan past it would not compile). */
 #define LEAN_MAX_TENSORS 4
 static bool lean_plan(const kv_gen_accel_entry *e, kv_gen_buf *out) {
     const kv_schema *s = &e->op->schema;
+    if (kv_schema_is_out(s)) return false;
     int slots[KV_SCHEMA_MAX_ARGS], n = 0;
     for (int i = 0; i < s->nargs; i++) {
         const char *step = box_step(s, i);
