@@ -7,6 +7,7 @@
  * green suite). All text from results goes through kv_report_put_escaped. */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
+#include "runner/report/report_agg.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -52,7 +53,7 @@ static void put_status_cell(FILE *f, kv_result_status s) {
     fprintf(f, "<td class=\"st-%s\">%s</td>", name, name);
 }
 
-static void put_head(FILE *f, const kv_result_list *results, const kv_report_meta *meta) {
+static void put_head(FILE *f, const kv_report_agg *a, const kv_report_meta *meta) {
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>kvsuite report", f);
     if (meta->run_name[0]) {
         fputs(": ", f);
@@ -79,7 +80,7 @@ static void put_head(FILE *f, const kv_result_list *results, const kv_report_met
     fprintf(f, "<tr><th>wall time</th><td>%.2f s</td></tr>\n", meta->wall_seconds);
     fprintf(f, "<tr><th>seed</th><td>%llu</td></tr>\n", (unsigned long long)meta->seed);
     fprintf(f, "<tr><th>cases</th><td>%lld</td></tr>\n", (long long)meta->ncases);
-    fprintf(f, "<tr><th>results</th><td>%d</td></tr>\n", results->n);
+    fprintf(f, "<tr><th>results</th><td>%lld</td></tr>\n", (long long)a->nrows);
     if (meta->shard_n > 0) fprintf(f, "<tr><th>shard</th><td>%d/%d</td></tr>\n", meta->shard_k, meta->shard_n);
     if (meta->merged_from > 0)
         fprintf(f, "<tr><th>merged from</th><td>%d report folders</td></tr>\n", meta->merged_from);
@@ -88,9 +89,8 @@ static void put_head(FILE *f, const kv_result_list *results, const kv_report_met
     fputs("</code></td></tr>\n</table>\n", f);
 }
 
-static void put_summary(FILE *f, const kv_result_list *results) {
-    int64_t c[KV_RESULT_STATUS_COUNT];
-    kv_result_list_counts(results, c);
+static void put_summary(FILE *f, const kv_report_agg *a) {
+    const int64_t *c = a->counts;
     fputs("<h2 id=\"summary\">Summary</h2>\n<table>\n<tr>", f);
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) fprintf(f, "<th>%s</th>", kv_result_status_name((kv_result_status)s));
     fputs("</tr>\n<tr>", f);
@@ -98,7 +98,7 @@ static void put_summary(FILE *f, const kv_result_list *results) {
         fprintf(f, "<td class=\"num%s%s\">%lld</td>", c[s] ? " st-" : "", c[s] ? kv_result_status_name((kv_result_status)s) : "",
                 (long long)c[s]);
     fputs("</tr>\n</table>\n", f);
-    kv_report_totals t = kv_report_totals_of(results);
+    kv_report_totals t = kv_report_agg_totals(a);
     fprintf(f, "<p class=\"final\">%lld passed, %lld failed, %lld skipped", (long long)t.passed,
             (long long)t.failed, (long long)t.skipped);
     if (t.flaky > 0) fprintf(f, ", %lld flaky", (long long)t.flaky);
@@ -106,7 +106,7 @@ static void put_summary(FILE *f, const kv_result_list *results) {
     if (c[KV_RESULT_XPASS] > 0)
         fprintf(f, "<p>The baseline is stale: %lld unexpected pass(es) (XPASS); remove those entries from the baseline file.</p>\n",
                 (long long)c[KV_RESULT_XPASS]);
-    if (results->n == 0) fputs("<p>No results: the run selected no cases.</p>\n", f);
+    if (a->nrows == 0) fputs("<p>No results: the run selected no cases.</p>\n", f);
 }
 
 static void put_double_cell(FILE *f, double v, bool ulp) {
@@ -171,7 +171,8 @@ static void put_problem(FILE *f, const kv_check_result *r) {
  * failures would otherwise make a page nobody can open). */
 #define HTML_MAX_PROBLEMS 200
 
-static void put_failures(FILE *f, const kv_result_list *results) {
+static void put_failures(FILE *f, const kv_report_agg *a) {
+    const kv_result_list *results = &a->kept;
     fputs("<h2 id=\"failures\">Failures</h2>\n", f);
     int n = 0;
     for (int i = 0; i < results->n; i++) {
@@ -195,245 +196,77 @@ static void put_failures(FILE *f, const kv_result_list *results) {
         fprintf(f, "<p>... and %d more flaky rows, in <code>" KV_REPORT_JSONL "</code>.</p>\n", nf - HTML_MAX_PROBLEMS);
 }
 
-/* ---- op x dtype matrix ---- */
+/* ---- op x dtype matrix, support matrix, per-op summary ---- */
 
-typedef struct op_ref {
-    const char *op; /* points into a result */
-} op_ref;
-
-static int cmp_op(const void *a, const void *b) {
-    return strcmp(((const op_ref *)a)->op, ((const op_ref *)b)->op);
+static int worst_of_seen(unsigned seen) {
+    int w = -1;
+    for (int st = 0; st < (int)KV_RESULT_STATUS_COUNT; st++)
+        if ((seen >> st) & 1u &&
+            (w < 0 || kv_result_status_severity((kv_result_status)st) > kv_result_status_severity((kv_result_status)w)))
+            w = st;
+    return w;
 }
 
-/* One entry per distinct op, sorted by name; *nops gets the count and
- * ops_of[i] the position of result i's op in the array. */
-static op_ref *distinct_ops(const kv_result_list *results, int *nops, int *ops_of) {
-    op_ref *ops = malloc(((size_t)results->n + 1) * sizeof *ops);
-    if (ops == NULL) return NULL;
-    int n = 0;
-    for (int i = 0; i < results->n; i++) {
-        int k = 0;
-        while (k < n && strcmp(ops[k].op, results->items[i].op) != 0) k++;
-        if (k == n) ops[n++] = (op_ref){ results->items[i].op };
-    }
-    qsort(ops, (size_t)n, sizeof *ops, cmp_op);
-    for (int i = 0; i < results->n; i++) {
-        int lo = 0, hi = n - 1;
-        while (lo < hi) {
-            int mid = (lo + hi) / 2;
-            if (strcmp(ops[mid].op, results->items[i].op) < 0) lo = mid + 1;
-            else hi = mid;
-        }
-        ops_of[i] = lo;
-    }
-    *nops = n;
-    return ops;
+/* The ops sorted by name (the aggregate keeps them in order of first
+ * appearance). */
+static const kv_report_agg *g_sort_agg;
+static int cmp_op_index(const void *pa, const void *pb) {
+    return strcmp(g_sort_agg->ops[*(const int *)pa].op, g_sort_agg->ops[*(const int *)pb].op);
 }
 
-static kv_status put_matrix(FILE *f, const kv_result_list *results, const char *path) {
+static int *ops_sorted(const kv_report_agg *a) {
+    int *order = malloc(((size_t)a->nops + 1) * sizeof *order);
+    if (order == NULL) return NULL;
+    for (int i = 0; i < a->nops; i++) order[i] = i;
+    g_sort_agg = a;
+    qsort(order, (size_t)a->nops, sizeof *order, cmp_op_index);
+    g_sort_agg = NULL;
+    return order;
+}
+
+static void put_op_name_cell(FILE *f, const char *op) {
+    fputs("<tr><th><code>", f);
+    kv_report_put_escaped(f, op, false);
+    fputs("</code></th>", f);
+}
+
+static void put_matrix(FILE *f, const kv_report_agg *a, const int *order) {
     fputs("<h2 id=\"matrix\">Op &#215; dtype</h2>\n", f);
-    if (results->n == 0) {
+    if (a->nrows == 0) {
         fputs("<p>No results.</p>\n", f);
-        return KV_OK;
-    }
-    int nops = 0;
-    int *ops_of = malloc((size_t)results->n * sizeof *ops_of);
-    op_ref *reps = ops_of ? distinct_ops(results, &nops, ops_of) : NULL;
-    /* worst[op * KV_DTYPE_COUNT + dt]: -1 for no result. */
-    int *worst = reps ? malloc((size_t)nops * KV_DTYPE_COUNT * sizeof *worst) : NULL;
-    int64_t *count = worst ? calloc((size_t)nops * KV_DTYPE_COUNT, sizeof *count) : NULL;
-    if (count == NULL) {
-        free(ops_of);
-        free(reps);
-        free(worst);
-        return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
+        return;
     }
     bool used[KV_DTYPE_COUNT] = { false };
-    for (int i = 0; i < nops * KV_DTYPE_COUNT; i++) worst[i] = -1;
-    for (int i = 0; i < results->n; i++) {
-        const kv_check_result *r = &results->items[i];
-        if ((int)r->dtype < 0 || r->dtype >= KV_DTYPE_COUNT) continue;
-        int cell = ops_of[i] * KV_DTYPE_COUNT + (int)r->dtype;
-        used[r->dtype] = true;
-        count[cell]++;
-        if (worst[cell] < 0 || kv_result_status_severity(r->status) > kv_result_status_severity((kv_result_status)worst[cell]))
-            worst[cell] = (int)r->status;
-    }
+    for (int b = 0; b < a->nopbs; b++)
+        for (int d = 0; d < (int)KV_DTYPE_COUNT; d++) used[d] |= a->opbs[b].rows[d] > 0;
     fputs("<table>\n<tr><th>op</th>", f);
     for (int d = 0; d < (int)KV_DTYPE_COUNT; d++)
         if (used[d]) fprintf(f, "<th>%s</th>", kv_dtype_name((kv_dtype)d));
     fputs("</tr>\n", f);
-    for (int o = 0; o < nops; o++) {
-        fputs("<tr><th><code>", f);
-        kv_report_put_escaped(f, reps[o].op, false);
-        fputs("</code></th>", f);
+    for (int k = 0; k < a->nops; k++) {
+        const int o = order[k];
+        put_op_name_cell(f, a->ops[o].op);
         for (int d = 0; d < (int)KV_DTYPE_COUNT; d++) {
             if (!used[d]) continue;
-            int cell = o * KV_DTYPE_COUNT + d;
-            if (worst[cell] < 0) {
+            unsigned seen = 0;
+            int64_t count = 0;
+            for (int b = 0; b < a->nopbs; b++) {
+                if (a->opbs[b].op != o) continue;
+                seen |= a->opbs[b].seen[d];
+                count += a->opbs[b].rows[d];
+            }
+            const int w = worst_of_seen(seen);
+            if (w < 0) {
                 fputs("<td></td>", f);
                 continue;
             }
-            const char *name = kv_result_status_name((kv_result_status)worst[cell]);
-            fprintf(f, "<td class=\"st-%s\" title=\"worst of %lld results\">%s</td>", name, (long long)count[cell], name);
+            const char *name = kv_result_status_name((kv_result_status)w);
+            fprintf(f, "<td class=\"st-%s\" title=\"worst of %lld results\">%s</td>", name, (long long)count, name);
         }
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
-    free(ops_of);
-    free(reps);
-    free(worst);
-    free(count);
-    return KV_OK;
 }
-
-/* ---- error histograms ---- */
-
-#define HIST_MAX_BINS 24
-
-/* Counts by decade of |v|: bin k holds 10^(lo+k) <= v < 10^(lo+k+1); exact
- * zeros and non-finite values get their own bars at the ends. */
-static void put_histogram(FILE *f, const char *title, const double *v, int n) {
-    int64_t zero = 0, nonfinite = 0, bins[HIST_MAX_BINS] = { 0 };
-    int lo = 0, hi = 0;
-    bool any = false;
-    for (int i = 0; i < n; i++) {
-        if (!isfinite(v[i])) continue;
-        double a = fabs(v[i]);
-        if (a == 0) continue;
-        int d = (int)floor(log10(a));
-        if (!any || d < lo) lo = d;
-        if (!any || d > hi) hi = d;
-        any = true;
-    }
-    /* Keep the top decades when the span is too wide: large errors matter. */
-    if (hi - lo + 1 > HIST_MAX_BINS) lo = hi - HIST_MAX_BINS + 1;
-    int nb = any ? hi - lo + 1 : 0;
-    for (int i = 0; i < n; i++) {
-        if (!isfinite(v[i])) {
-            nonfinite++;
-        } else if (v[i] == 0) {
-            zero++;
-        } else {
-            int d = (int)floor(log10(fabs(v[i]))) - lo;
-            bins[d < 0 ? 0 : d]++;
-        }
-    }
-    const int nbars = nb + 2, barw = 34, plot_h = 120, top = 28, left = 10;
-    /* Wide enough for the title (about 7 px a character at 13 px). */
-    const int title_w = left * 2 + 7 * ((int)strlen(title) + 30);
-    const int width = left * 2 + nbars * barw > title_w ? left * 2 + nbars * barw : title_w;
-    const int height = top + plot_h + 40;
-    int64_t maxc = zero > nonfinite ? zero : nonfinite;
-    for (int i = 0; i < nb; i++)
-        if (bins[i] > maxc) maxc = bins[i];
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\">\n", width, height);
-    fputs("<title>", f);
-    kv_report_put_escaped(f, title, false);
-    fputs("</title>\n", f);
-    fprintf(f, "<text x=\"%d\" y=\"16\" font-size=\"13\">", left);
-    kv_report_put_escaped(f, title, false);
-    fprintf(f, " (%d results; bar height: log scale)</text>\n", n);
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", left, top + plot_h, width - left,
-            top + plot_h);
-    for (int b = 0; b < nbars; b++) {
-        int64_t c;
-        char label[16];
-        const char *color = "#5c6bc0";
-        if (b == 0) {
-            c = zero;
-            snprintf(label, sizeof label, "0");
-            color = "#66bb6a";
-        } else if (b == nbars - 1) {
-            c = nonfinite;
-            snprintf(label, sizeof label, "inf/nan");
-            color = "#ef5350";
-        } else {
-            c = bins[b - 1];
-            snprintf(label, sizeof label, "1e%d", lo + b - 1);
-        }
-        /* Log scale: 4 bad results beside 15,982 good ones stay visible. */
-        int h = maxc > 0 ? (int)(log10(1.0 + (double)c) * plot_h / log10(1.0 + (double)maxc) + 0.5) : 0;
-        int x = left + b * barw;
-        if (c > 0 && h < 1) h = 1;
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", x + 3, top + plot_h - h,
-                barw - 6, h, color);
-        if (c > 0)
-            fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%lld</text>\n", x + barw / 2,
-                    top + plot_h - h - 3, (long long)c);
-        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"9\" text-anchor=\"middle\">%s</text>\n", x + barw / 2,
-                top + plot_h + 14, label);
-    }
-    fputs("</svg>\n", f);
-}
-
-/* Checks are plotted by family: "variants:cpu/ref" and "variants:sim/x"
- * share one plot, since a per-variant plot would hold a handful of points. */
-static void family_of(const char *check, char *buf, size_t cap) {
-    size_t n = strcspn(check, ":");
-    if (n >= cap) n = cap - 1;
-    memcpy(buf, check, n);
-    buf[n] = '\0';
-}
-
-static kv_status put_plots(FILE *f, const kv_result_list *results, const char *path) {
-    fputs("<h2 id=\"errors\">Error distributions</h2>\n"
-          "<p>Per check, the maximum error of each compared result, by decade: ULP distance (where the "
-          "dtype has ULPs) and absolute error. Bar heights are on a log scale (the count is written on each "
-          "bar); green: exactly 0, blue: by decade, red: inf or NaN.</p>\n",
-          f);
-    double *ulps = malloc(((size_t)results->n + 1) * sizeof *ulps);
-    double *abs = malloc(((size_t)results->n + 1) * sizeof *abs);
-    int *fam_rep = malloc(((size_t)results->n + 1) * sizeof *fam_rep);
-    if (ulps == NULL || abs == NULL || fam_rep == NULL) {
-        free(ulps);
-        free(abs);
-        free(fam_rep);
-        return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
-    }
-    int nfam = 0;
-    char fam[32], other[32];
-    for (int i = 0; i < results->n; i++) {
-        if (results->items[i].compared <= 0) continue;
-        family_of(results->items[i].check, fam, sizeof fam);
-        int k = 0;
-        for (; k < nfam; k++) {
-            family_of(results->items[fam_rep[k]].check, other, sizeof other);
-            if (strcmp(fam, other) == 0) break;
-        }
-        if (k == nfam) fam_rep[nfam++] = i;
-    }
-    if (nfam == 0) fputs("<p>No comparisons in this run.</p>\n", f);
-    for (int k = 0; k < nfam; k++) {
-        family_of(results->items[fam_rep[k]].check, fam, sizeof fam);
-        int nu = 0, na = 0;
-        for (int i = 0; i < results->n; i++) {
-            const kv_check_result *r = &results->items[i];
-            if (r->compared <= 0) continue;
-            family_of(r->check, other, sizeof other);
-            if (strcmp(fam, other) != 0) continue;
-            if (r->max_ulps >= 0 || isnan(r->max_ulps)) ulps[nu++] = r->max_ulps;
-            abs[na++] = r->max_abs_err;
-        }
-        fputs("<h3><code>", f);
-        kv_report_put_escaped(f, fam, false);
-        fputs("</code></h3>\n<div>\n", f);
-        char title[96];
-        if (nu > 0) {
-            snprintf(title, sizeof title, "%s: max ULP", fam);
-            put_histogram(f, title, ulps, nu);
-        }
-        snprintf(title, sizeof title, "%s: max abs err", fam);
-        put_histogram(f, title, abs, na);
-        fputs("</div>\n", f);
-    }
-    free(ulps);
-    free(abs);
-    free(fam_rep);
-    return KV_OK;
-}
-
-/* ---- op x backend support matrix and per-op summaries ---- */
 
 /* The distinct backends, in order of first appearance (few: cpu, sim,
  * accel, plugins). */
@@ -447,34 +280,11 @@ static int backend_index(const char *names[HTML_MAX_BACKENDS], int *n, const cha
     return (*n)++;
 }
 
-static kv_status put_backend_matrix_and_ops(FILE *f, const kv_result_list *results, const char *path) {
-    if (results->n == 0) return KV_OK;
-    int nops = 0, nb = 0;
+static void put_backend_matrix_and_ops(FILE *f, const kv_report_agg *a, const int *order) {
+    if (a->nrows == 0) return;
+    int nb = 0;
     const char *bnames[HTML_MAX_BACKENDS];
-    int *ops_of = malloc((size_t)results->n * sizeof *ops_of);
-    op_ref *reps = ops_of ? distinct_ops(results, &nops, ops_of) : NULL;
-    int *worst = reps ? malloc((size_t)nops * HTML_MAX_BACKENDS * sizeof *worst) : NULL;
-    int64_t *per_op = worst ? calloc((size_t)nops * KV_RESULT_STATUS_COUNT, sizeof *per_op) : NULL;
-    double *secs = per_op ? calloc((size_t)nops, sizeof *secs) : NULL;
-    if (secs == NULL) {
-        free(ops_of);
-        free(reps);
-        free(worst);
-        free(per_op);
-        return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
-    }
-    for (int i = 0; i < nops * HTML_MAX_BACKENDS; i++) worst[i] = -1;
-    for (int i = 0; i < results->n; i++) {
-        const kv_check_result *r = &results->items[i];
-        if ((int)r->status >= 0 && r->status < KV_RESULT_STATUS_COUNT)
-            per_op[(size_t)ops_of[i] * KV_RESULT_STATUS_COUNT + r->status]++;
-        secs[ops_of[i]] += r->seconds;
-        const int b = backend_index(bnames, &nb, r->backend);
-        if (b < 0) continue;
-        int *w = &worst[ops_of[i] * HTML_MAX_BACKENDS + b];
-        if (*w < 0 || kv_result_status_severity(r->status) > kv_result_status_severity((kv_result_status)*w))
-            *w = (int)r->status;
-    }
+    for (int b = 0; b < a->nopbs; b++) backend_index(bnames, &nb, a->opbs[b].backend);
     fputs("<h2 id=\"support\">Support matrix: op &#215; backend</h2>\n"
           "<p>Worst status over every row of the op on the backend (UNSUPPORTED: the backend lacks the kernel).</p>\n"
           "<table>\n<tr><th>op</th>",
@@ -485,12 +295,16 @@ static kv_status put_backend_matrix_and_ops(FILE *f, const kv_result_list *resul
         fputs("</th>", f);
     }
     fputs("</tr>\n", f);
-    for (int o = 0; o < nops; o++) {
-        fputs("<tr><th><code>", f);
-        kv_report_put_escaped(f, reps[o].op, false);
-        fputs("</code></th>", f);
+    for (int k = 0; k < a->nops; k++) {
+        const int o = order[k];
+        put_op_name_cell(f, a->ops[o].op);
         for (int b = 0; b < nb; b++) {
-            const int w = worst[o * HTML_MAX_BACKENDS + b];
+            unsigned seen = 0;
+            for (int e = 0; e < a->nopbs; e++) {
+                if (a->opbs[e].op != o || strcmp(a->opbs[e].backend, bnames[b]) != 0) continue;
+                for (int d = 0; d < (int)KV_DTYPE_COUNT; d++) seen |= a->opbs[e].seen[d];
+            }
+            const int w = worst_of_seen(seen);
             if (w < 0) fputs("<td></td>", f);
             else put_status_cell(f, (kv_result_status)w);
         }
@@ -501,61 +315,155 @@ static kv_status put_backend_matrix_and_ops(FILE *f, const kv_result_list *resul
     fputs("<h2 id=\"ops\">Per-op summary</h2>\n<table>\n<tr><th>op</th>", f);
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) fprintf(f, "<th>%s</th>", kv_result_status_name((kv_result_status)s));
     fputs("<th>rows</th><th>seconds</th></tr>\n", f);
-    for (int o = 0; o < nops; o++) {
-        fputs("<tr><th><code>", f);
-        kv_report_put_escaped(f, reps[o].op, false);
-        fputs("</code></th>", f);
+    for (int k = 0; k < a->nops; k++) {
+        const kv_agg_op *op = &a->ops[order[k]];
+        put_op_name_cell(f, op->op);
         int64_t total = 0;
         for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) {
-            const int64_t c = per_op[(size_t)o * KV_RESULT_STATUS_COUNT + s];
+            const int64_t c = op->status[s];
             total += c;
             if (c == 0) fputs("<td class=\"num\"></td>", f);
             else fprintf(f, "<td class=\"num st-%s\">%lld</td>", kv_result_status_name((kv_result_status)s), (long long)c);
         }
-        fprintf(f, "<td class=\"num\">%lld</td><td class=\"num\">%.3f</td></tr>\n", (long long)total, secs[o]);
+        fprintf(f, "<td class=\"num\">%lld</td><td class=\"num\">%.3f</td></tr>\n", (long long)total, op->seconds);
     }
     fputs("</table>\n", f);
-    free(ops_of);
-    free(reps);
-    free(worst);
-    free(per_op);
-    free(secs);
-    return KV_OK;
+}
+
+/* ---- error histograms ---- */
+
+#define HIST_MAX_BINS 24
+
+/* Counts by decade of |v|: bin k holds 10^(lo+k) <= v < 10^(lo+k+1); exact
+ * zeros and non-finite values get their own bars at the ends. Only the
+ * top HIST_MAX_BINS decades get bars of their own (large errors matter);
+ * smaller values count in the lowest bar. */
+static void put_histogram(FILE *f, const char *title, const kv_agg_dec_hist *h) {
+    int lo = 0, hi = -1;
+    for (int d = 0; d < KV_AGG_DECADES; d++) {
+        if (h->bins[d] == 0) continue;
+        if (hi < 0) lo = d;
+        hi = d;
+    }
+    if (hi - lo + 1 > HIST_MAX_BINS) lo = hi - HIST_MAX_BINS + 1;
+    const int nb = hi >= 0 ? hi - lo + 1 : 0;
+    int64_t bins[HIST_MAX_BINS] = { 0 };
+    for (int d = 0; d <= hi; d++) bins[d < lo ? 0 : d - lo] += h->bins[d];
+    const int nbars = nb + 2, barw = 34, plot_h = 120, top = 28, left = 10;
+    /* Wide enough for the title (about 7 px a character at 13 px). */
+    const int title_w = left * 2 + 7 * ((int)strlen(title) + 30);
+    const int width = left * 2 + nbars * barw > title_w ? left * 2 + nbars * barw : title_w;
+    const int height = top + plot_h + 40;
+    int64_t maxc = h->zero > h->nonfinite ? h->zero : h->nonfinite;
+    for (int i = 0; i < nb; i++)
+        if (bins[i] > maxc) maxc = bins[i];
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\">\n", width, height);
+    fputs("<title>", f);
+    kv_report_put_escaped(f, title, false);
+    fputs("</title>\n", f);
+    fprintf(f, "<text x=\"%d\" y=\"16\" font-size=\"13\">", left);
+    kv_report_put_escaped(f, title, false);
+    fprintf(f, " (%lld results; bar height: log scale)</text>\n", (long long)h->n);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", left, top + plot_h, width - left,
+            top + plot_h);
+    const int dec0 = lo + KV_AGG_DEC_LO;
+    for (int b = 0; b < nbars; b++) {
+        int64_t c;
+        char label[16];
+        const char *color = "#5c6bc0";
+        if (b == 0) {
+            c = h->zero;
+            snprintf(label, sizeof label, "0");
+            color = "#66bb6a";
+        } else if (b == nbars - 1) {
+            c = h->nonfinite;
+            snprintf(label, sizeof label, "inf/nan");
+            color = "#ef5350";
+        } else {
+            c = bins[b - 1];
+            snprintf(label, sizeof label, "1e%d", dec0 + b - 1);
+        }
+        /* Log scale: 4 bad results beside 15,982 good ones stay visible. */
+        int bh = maxc > 0 ? (int)(log10(1.0 + (double)c) * plot_h / log10(1.0 + (double)maxc) + 0.5) : 0;
+        int x = left + b * barw;
+        if (c > 0 && bh < 1) bh = 1;
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", x + 3, top + plot_h - bh,
+                barw - 6, bh, color);
+        if (c > 0)
+            fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%lld</text>\n", x + barw / 2,
+                    top + plot_h - bh - 3, (long long)c);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"9\" text-anchor=\"middle\">%s</text>\n", x + barw / 2,
+                top + plot_h + 14, label);
+    }
+    fputs("</svg>\n", f);
+}
+
+static void put_plots(FILE *f, const kv_report_agg *a) {
+    fputs("<h2 id=\"errors\">Error distributions</h2>\n"
+          "<p>Per check, the maximum error of each compared result, by decade: ULP distance (where the "
+          "dtype has ULPs) and absolute error. Bar heights are on a log scale (the count is written on each "
+          "bar); green: exactly 0, blue: by decade, red: inf or NaN.</p>\n",
+          f);
+    if (a->nfams == 0) fputs("<p>No comparisons in this run.</p>\n", f);
+    for (int k = 0; k < a->nfams; k++) {
+        const kv_agg_family *fam = &a->fams[k];
+        fputs("<h3><code>", f);
+        kv_report_put_escaped(f, fam->name, false);
+        fputs("</code></h3>\n<div>\n", f);
+        char title[96];
+        if (fam->ulps.n > 0) {
+            snprintf(title, sizeof title, "%s: max ULP", fam->name);
+            put_histogram(f, title, &fam->ulps);
+        }
+        snprintf(title, sizeof title, "%s: max abs err", fam->name);
+        put_histogram(f, title, &fam->abs);
+        fputs("</div>\n", f);
+    }
 }
 
 /* The full row list stays in results.jsonl: a table of every row made a
  * green suite's page 12 MB and slow to render. */
-static void put_rows_note(FILE *f, const kv_result_list *results) {
+static void put_rows_note(FILE *f, const kv_report_agg *a) {
     fprintf(f,
-            "<h2 id=\"results\">All results</h2>\n<p>All %d rows (one per case and check) are in "
+            "<h2 id=\"results\">All results</h2>\n<p>All %lld rows (one per case and check) are in "
             "<a href=\"" KV_REPORT_JSONL "\"><code>" KV_REPORT_JSONL "</code></a>, one JSON object per line; the "
             "failing ones are above and in <a href=\"" KV_REPORT_FAILURES "\"><code>" KV_REPORT_FAILURES
             "</code></a>.</p>\n",
-            results->n);
+            (long long)a->nrows);
 }
 
 kv_status kv_report_write_html(const kv_result_list *results, const kv_report_meta *meta, const char *path) {
     if (results == NULL)
         return kv_error(KV_ERR_INVALID_ARG, "kv_report_write_html: argument 'results': is NULL");
+    kv_report_agg a;
+    kv_status st = kv_report_agg_of(&a, results);
+    if (st == KV_OK) st = kv_report_html_agg(&a, meta, path);
+    kv_report_agg_free(&a);
+    return st;
+}
+
+kv_status kv_report_html_agg(const kv_report_agg *a, const kv_report_meta *meta, const char *path) {
     kv_report_meta empty;
     if (meta == NULL) {
         kv_report_meta_init(&empty);
         meta = &empty;
     }
+    int *order = ops_sorted(a);
+    if (order == NULL) return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
     kv_report_file rf;
     kv_status st = kv_report_file_open(&rf, path);
-    if (st != KV_OK) return st;
-    put_head(rf.f, results, meta);
-    put_summary(rf.f, results);
-    put_failures(rf.f, results);
-    st = put_matrix(rf.f, results, path);
-    if (st == KV_OK) st = put_backend_matrix_and_ops(rf.f, results, path);
-    if (st == KV_OK) st = put_plots(rf.f, results, path);
     if (st != KV_OK) {
-        kv_report_file_discard(&rf);
+        free(order);
         return st;
     }
-    put_rows_note(rf.f, results);
+    put_head(rf.f, a, meta);
+    put_summary(rf.f, a);
+    put_failures(rf.f, a);
+    put_matrix(rf.f, a, order);
+    put_backend_matrix_and_ops(rf.f, a, order);
+    put_plots(rf.f, a);
+    put_rows_note(rf.f, a);
     fputs("</body>\n</html>\n", rf.f);
+    free(order);
     return kv_report_file_close(&rf);
 }
