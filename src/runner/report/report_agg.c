@@ -104,9 +104,10 @@ static void agg_dec_add(kv_agg_dec_hist *h, double v) {
 static int agg_ulp_bin(double u) {
     if (!isfinite(u)) return KV_AGG_ULP_BINS - 1;
     if (u <= 0) return 0;
-    const int k = 1 + (int)floor(log2(u));   /* 1 -> 1, [2,4) -> 2, ... */
-    if (k < 1) return 1;
-    return k > KV_AGG_ULP_BINS - 2 ? KV_AGG_ULP_BINS - 2 : k;
+    if (u <= 1) return 1;
+    int k = 2;
+    for (double top = 10; u > top && k < KV_AGG_ULP_BINS - 2; top *= 10) k++;
+    return k;
 }
 
 /* accuracy.md's label: the op with the case's args= (from its ID, where

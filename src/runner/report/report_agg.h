@@ -30,9 +30,10 @@ typedef struct kv_agg_family {
     kv_agg_dec_hist ulps, abs;
 } kv_agg_family;
 
-/* ULP histogram bins of one (op, backend): 0 exactly; bin k (1..40) holds
- * a row's max ULP error in [2^(k-1), 2^k); the last, inf or NaN. */
-#define KV_AGG_ULP_BINS 42
+/* ULP histogram bins of one (op, backend), by a row's max ULP error u:
+ * bin 0, u == 0; bin 1, 0 < u <= 1; bin k (2..22), 10^(k-2) < u <=
+ * 10^(k-1) (the last also everything larger); bin 23, inf or NaN. */
+#define KV_AGG_ULP_BINS 24
 
 /* One (op, backend) of the run. */
 typedef struct kv_agg_opb {

@@ -8,6 +8,7 @@
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
 #include "runner/report/report_agg.h"
+#include "runner/report/plot.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -40,7 +41,8 @@ static void put_style(FILE *f) {
           "code{word-break:break-all}\n"
           ".problem{border-left:6px solid #c62828;padding-left:.8em;margin:1em 0}\n"
           ".num{text-align:right;font-variant-numeric:tabular-nums}\n"
-          ".final{font-weight:bold;font-size:1.1em}\n",
+          ".final{font-weight:bold;font-size:1.1em}\n"
+          ".plot{margin:.5em 0}.noplot{color:#b71c1c;font-style:italic}\n",
           f);
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
         fprintf(f, ".st-%s{background:%s}\n", kv_result_status_name((kv_result_status)s),
@@ -116,7 +118,8 @@ static void put_double_cell(FILE *f, double v, bool ulp) {
     fprintf(f, "<td class=\"num\">%s</td>", buf);
 }
 
-static void put_problem(FILE *f, const kv_check_result *r) {
+/* `heat`: the plot of where its output differs (plot.h), -1 for none. */
+static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, int heat) {
     fputs("<div class=\"problem\">\n<h3>", f);
     fprintf(f, "<span class=\"st-%s\">%s</span> <code>", kv_result_status_name(r->status), kv_result_status_name(r->status));
     kv_report_put_escaped(f, r->case_id, false);
@@ -159,6 +162,11 @@ static void put_problem(FILE *f, const kv_check_result *r) {
         fputs("</table>\n", f);
         if (r->mismatched > nm) fprintf(f, "<p>... and %lld more.</p>\n", (long long)(r->mismatched - nm));
     }
+    if (heat >= 0) {
+        fputs("<div class=\"plot\">\n", f);
+        kv_plot_put(pb, heat, f);
+        fputs("</div>\n", f);
+    }
     if (r->repro[0]) {
         fputs("<p>repro:</p><pre>", f);
         kv_report_put_escaped(f, r->repro, false);
@@ -171,13 +179,13 @@ static void put_problem(FILE *f, const kv_check_result *r) {
  * failures would otherwise make a page nobody can open). */
 #define HTML_MAX_PROBLEMS 200
 
-static void put_failures(FILE *f, const kv_report_agg *a) {
+static void put_failures(FILE *f, const kv_report_agg *a, kv_plot_batch *pb, const int *heat) {
     const kv_result_list *results = &a->kept;
     fputs("<h2 id=\"failures\">Failures</h2>\n", f);
     int n = 0;
     for (int i = 0; i < results->n; i++) {
         if (!kv_result_status_is_bad(results->items[i].status)) continue;
-        if (n++ < HTML_MAX_PROBLEMS) put_problem(f, &results->items[i]);
+        if (n++ < HTML_MAX_PROBLEMS) put_problem(f, &results->items[i], pb, heat[i]);
     }
     if (n == 0) fputs("<p>None.</p>\n", f);
     if (n > HTML_MAX_PROBLEMS)
@@ -190,7 +198,7 @@ static void put_failures(FILE *f, const kv_report_agg *a) {
     for (int i = 0; i < results->n; i++) {
         if (results->items[i].status != KV_RESULT_FLAKY) continue;
         if (nf++ == 0) fputs("<h2 id=\"flaky\">Flaky (failed, then passed on a retry)</h2>\n", f);
-        if (nf <= HTML_MAX_PROBLEMS) put_problem(f, &results->items[i]);
+        if (nf <= HTML_MAX_PROBLEMS) put_problem(f, &results->items[i], pb, heat[i]);
     }
     if (nf > HTML_MAX_PROBLEMS)
         fprintf(f, "<p>... and %d more flaky rows, in <code>" KV_REPORT_JSONL "</code>.</p>\n", nf - HTML_MAX_PROBLEMS);
@@ -330,94 +338,364 @@ static void put_backend_matrix_and_ops(FILE *f, const kv_report_agg *a, const in
     fputs("</table>\n", f);
 }
 
-/* ---- error histograms ---- */
+/* ---- plots (gnuplot, plot.h) ---- */
 
+/* Decade bars of an error histogram: only the top HIST_MAX_BINS decades
+ * get bars of their own (large errors matter); smaller values count in
+ * the lowest bar. */
 #define HIST_MAX_BINS 24
 
-/* Counts by decade of |v|: bin k holds 10^(lo+k) <= v < 10^(lo+k+1); exact
- * zeros and non-finite values get their own bars at the ends. Only the
- * top HIST_MAX_BINS decades get bars of their own (large errors matter);
- * smaller values count in the lowest bar. */
-static void put_histogram(FILE *f, const char *title, const kv_agg_dec_hist *h) {
-    int lo = 0, hi = -1;
+/* The range of nonempty decades over both histograms: [*lo, *hi], hi < lo
+ * when none. */
+static void dec_range(const kv_agg_dec_hist *a, const kv_agg_dec_hist *b, int *lo, int *hi) {
+    *lo = 0;
+    *hi = -1;
     for (int d = 0; d < KV_AGG_DECADES; d++) {
-        if (h->bins[d] == 0) continue;
-        if (hi < 0) lo = d;
-        hi = d;
+        if (a->bins[d] == 0 && b->bins[d] == 0) continue;
+        if (*hi < 0) *lo = d;
+        *hi = d;
     }
-    if (hi - lo + 1 > HIST_MAX_BINS) lo = hi - HIST_MAX_BINS + 1;
-    const int nb = hi >= 0 ? hi - lo + 1 : 0;
-    int64_t bins[HIST_MAX_BINS] = { 0 };
-    for (int d = 0; d <= hi; d++) bins[d < lo ? 0 : d - lo] += h->bins[d];
-    const int nbars = nb + 2, barw = 34, plot_h = 120, top = 28, left = 10;
-    /* Wide enough for the title (about 7 px a character at 13 px). */
-    const int title_w = left * 2 + 7 * ((int)strlen(title) + 30);
-    const int width = left * 2 + nbars * barw > title_w ? left * 2 + nbars * barw : title_w;
-    const int height = top + plot_h + 40;
-    int64_t maxc = h->zero > h->nonfinite ? h->zero : h->nonfinite;
-    for (int i = 0; i < nb; i++)
-        if (bins[i] > maxc) maxc = bins[i];
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\">\n", width, height);
-    fputs("<title>", f);
-    kv_report_put_escaped(f, title, false);
-    fputs("</title>\n", f);
-    fprintf(f, "<text x=\"%d\" y=\"16\" font-size=\"13\">", left);
-    kv_report_put_escaped(f, title, false);
-    fprintf(f, " (%lld results; bar height: log scale)</text>\n", (long long)h->n);
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", left, top + plot_h, width - left,
-            top + plot_h);
-    const int dec0 = lo + KV_AGG_DEC_LO;
-    for (int b = 0; b < nbars; b++) {
-        int64_t c;
-        char label[16];
-        const char *color = "#5c6bc0";
-        if (b == 0) {
-            c = h->zero;
-            snprintf(label, sizeof label, "0");
-            color = "#66bb6a";
-        } else if (b == nbars - 1) {
-            c = h->nonfinite;
-            snprintf(label, sizeof label, "inf/nan");
-            color = "#ef5350";
-        } else {
-            c = bins[b - 1];
-            snprintf(label, sizeof label, "1e%d", dec0 + b - 1);
-        }
-        /* Log scale: 4 bad results beside 15,982 good ones stay visible. */
-        int bh = maxc > 0 ? (int)(log10(1.0 + (double)c) * plot_h / log10(1.0 + (double)maxc) + 0.5) : 0;
-        int x = left + b * barw;
-        if (c > 0 && bh < 1) bh = 1;
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", x + 3, top + plot_h - bh,
-                barw - 6, bh, color);
-        if (c > 0)
-            fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%lld</text>\n", x + barw / 2,
-                    top + plot_h - bh - 3, (long long)c);
-        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"9\" text-anchor=\"middle\">%s</text>\n", x + barw / 2,
-                top + plot_h + 14, label);
-    }
-    fputs("</svg>\n", f);
+    if (*hi - *lo + 1 > HIST_MAX_BINS) *lo = *hi - HIST_MAX_BINS + 1;
 }
 
-static void put_plots(FILE *f, const kv_report_agg *a) {
+static int64_t dec_count(const kv_agg_dec_hist *h, int d, int lo) {
+    if (d > lo) return h->bins[d];
+    int64_t c = 0;
+    for (int k = 0; k <= lo; k++) c += h->bins[k];
+    return c;
+}
+
+/* The gnuplot lines every bar plot shares: a log count axis (so 4 bad
+ * results beside 15,982 good ones stay visible), the count above each
+ * bar's group, a legend outside the plot, and the title in the top
+ * margin, which gnuplot sizes to it. */
+static void put_bar_style(FILE *g, const char *title, const char *xlabel) {
+    fputs("set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.85 border -1\n"
+          "set logscale y\nset yrange [0.7:*]\nset ylabel 'rows (log scale)'\nset grid ytics\n"
+          "set key outside right top vertical box\nset xtics nomirror\nset tmargin 3\n",
+          g);
+    fputs("set title ", g);
+    kv_plot_put_string(g, title);
+    fputs("\nset xlabel ", g);
+    kv_plot_put_string(g, xlabel);
+    fputc('\n', g);
+}
+
+/* A count for gnuplot's data block: 0 is NaN, so a log axis skips it. */
+static void put_count(FILE *g, int64_t c) {
+    if (c > 0) fprintf(g, " %lld", (long long)c);
+    else fputs(" NaN", g);
+}
+
+/* One plot per check family: each compared row's maximum ULP error and
+ * maximum absolute error, by decade. */
+static int add_family_plot(kv_plot_batch *pb, const kv_agg_family *fam) {
+    int lo, hi;
+    dec_range(&fam->ulps, &fam->abs, &lo, &hi);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&text, &len);
+    if (g == NULL) return -1;
+    fputs("$data << EOD\nbin \"max ULP\" \"max abs err\"\n\"0\"", g);
+    put_count(g, fam->ulps.zero);
+    put_count(g, fam->abs.zero);
+    fputc('\n', g);
+    for (int d = lo; d <= hi; d++) {
+        fprintf(g, "\"%s1e%d\"", d == lo && lo > 0 ? "<=" : "", d + KV_AGG_DEC_LO);
+        put_count(g, dec_count(&fam->ulps, d, lo));
+        put_count(g, dec_count(&fam->abs, d, lo));
+        fputc('\n', g);
+    }
+    fputs("\"inf/nan\"", g);
+    put_count(g, fam->ulps.nonfinite);
+    put_count(g, fam->abs.nonfinite);
+    fputs("\nEOD\n", g);
+    char title[160];
+    snprintf(title, sizeof title, "%s: largest error of each compared row (%lld rows)", fam->name, (long long)fam->abs.n);
+    put_bar_style(g, title, "error, by decade: 1e-7 holds [1e-7, 1e-6)");
+    fputs("set xtics rotate by -45\n"
+          "plot $data using 2:xtic(1) title columnheader(2) lc rgb '#3949ab', '' using 3 title columnheader(3) lc rgb "
+          "'#f9a825'\n",
+          g);
+    fclose(g);
+    const int width = 260 + 34 * (hi - lo + 3);
+    const int k = text ? kv_plot_add(pb, width < 640 ? 640 : width, 320, text) : -1;
+    free(text);
+    return k;
+}
+
+/* The ULP bins of one op's plot: 0, 1, 2-3, 4-7, ... up to the highest
+ * one any backend of the op has, then inf/nan when one has it. */
+static const char *ulp_bin_label(int b, char *buf, size_t cap) {
+    if (b == 0) return "0";
+    if (b == 1) return "<=1";
+    if (b == KV_AGG_ULP_BINS - 1) return "inf/nan";
+    /* (10^(b-2), 10^(b-1)] (report_agg.h) */
+    if (b <= 4) snprintf(buf, cap, "<=%.0f", pow(10.0, b - 1));
+    else snprintf(buf, cap, "<=1e%d", b - 1);
+    return buf;
+}
+
+/* Whether some row of (op, backend) has a ULP error above 0. */
+static bool opb_inexact(const kv_agg_opb *b) { return b->ulp_rows > b->ulp_bins[0]; }
+
+static int add_op_ulp_plot(kv_plot_batch *pb, const kv_report_agg *a, int op) {
+    int top = 0, nser = 0;
+    int64_t rows = 0;
+    bool nonfinite = false;
+    for (int e = 0; e < a->nopbs; e++) {
+        const kv_agg_opb *b = &a->opbs[e];
+        if (b->op != op || b->ulp_rows == 0) continue;
+        nser++;
+        rows += b->ulp_rows;
+        nonfinite |= b->ulp_bins[KV_AGG_ULP_BINS - 1] > 0;
+        for (int k = 0; k < KV_AGG_ULP_BINS - 1; k++)
+            if (b->ulp_bins[k] > 0 && k > top) top = k;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&text, &len);
+    if (g == NULL) return -1;
+    fputs("$data << EOD\nbin", g);
+    for (int e = 0; e < a->nopbs; e++) {
+        if (a->opbs[e].op != op || a->opbs[e].ulp_rows == 0) continue;
+        /* A data block's strings are double-quoted; a backend name has no quote. */
+        fprintf(g, " \"%.*s\"", (int)strcspn(a->opbs[e].backend, "\"\n"), a->opbs[e].backend);
+    }
+    fputc('\n', g);
+    for (int k = 0; k <= KV_AGG_ULP_BINS - 1; k++) {
+        if (k > top && !(k == KV_AGG_ULP_BINS - 1 && nonfinite)) continue;
+        char buf[32];
+        fprintf(g, "\"%s\"", ulp_bin_label(k, buf, sizeof buf));
+        for (int e = 0; e < a->nopbs; e++)
+            if (a->opbs[e].op == op && a->opbs[e].ulp_rows > 0) put_count(g, a->opbs[e].ulp_bins[k]);
+        fputc('\n', g);
+    }
+    fputs("EOD\n", g);
+    char title[200];
+    snprintf(title, sizeof title, "%s: max ULP error of each compared row, per backend (%lld rows)", a->ops[op].op,
+             (long long)rows);
+    put_bar_style(g, title, "max ULP error of the row (<=10: in (1, 10])");
+    const int nbins = top + 1 + (nonfinite ? 1 : 0);
+    if (nbins > 8) fputs("set xtics rotate by -45\n", g);
+    /* A backend has the same color in every plot of the page. */
+    static const char *const colors[] = { "#7b1fa2", "#00897b", "#1e88e5", "#f9a825",
+                                          "#e53935", "#6d4c41", "#546e7a", "#c0ca33" };
+    const char *names[HTML_MAX_BACKENDS];
+    int nnames = 0;
+    for (int e = 0; e < a->nopbs; e++) backend_index(names, &nnames, a->opbs[e].backend);
+    fputs("set key title 'backend'\nplot", g);
+    int col = 2;
+    for (int e = 0; e < a->nopbs; e++) {
+        if (a->opbs[e].op != op || a->opbs[e].ulp_rows == 0) continue;
+        const int bi = backend_index(names, &nnames, a->opbs[e].backend);
+        fprintf(g, "%s $data using %d%s title columnheader(%d) lc rgb '%s'", col > 2 ? "," : "", col,
+                col == 2 ? ":xtic(1)" : "", col, colors[(bi < 0 ? 0 : bi) % 8]);
+        col++;
+    }
+    fputc('\n', g);
+    fclose(g);
+    /* Room for the bars and the legend, within a page's width. */
+    const int width = 260 + (nser * 12 + 16) * nbins;
+    const int k = text ? kv_plot_add(pb, width < 640 ? 640 : (width > 900 ? 900 : width), 340, text) : -1;
+    free(text);
+    return k;
+}
+
+/* The dims of a failing output for its heat map: the case's first input
+ * shape when the mismatches fit in it (elementwise ops), else the extent
+ * of the mismatches themselves. */
+static int heat_dims(const kv_check_result *r, int64_t dims[KV_MAX_DIMS]) {
+    const int nd = r->mismatches[0].ndim;
+    for (int d = 0; d < nd; d++) dims[d] = 0;
+    int pn = -1;
+    int64_t pd[KV_MAX_DIMS];
+    const char *sh = strstr(r->case_id, "shape=[");
+    if (sh != NULL) {
+        sh += 7;
+        pn = 0;
+        while (*sh && *sh != ']' && pn < KV_MAX_DIMS) {
+            char *end;
+            pd[pn++] = strtoll(sh, &end, 10);
+            if (end == sh) break;
+            sh = *end == ',' ? end + 1 : end;
+        }
+    }
+    bool fits = pn == nd;
+    for (int k = 0; k < r->nmismatches && k < KV_RESULT_MAX_MISMATCHES; k++)
+        for (int d = 0; d < nd; d++) {
+            const int64_t i = r->mismatches[k].index[d];
+            if (i + 1 > dims[d]) dims[d] = i + 1;
+            if (fits && i >= pd[d]) fits = false;
+        }
+    if (fits)
+        for (int d = 0; d < nd; d++) dims[d] = pd[d];
+    return nd;
+}
+
+/* Where a failing output differs and by how much: the mismatches the row
+ * records (the first KV_RESULT_MAX_MISMATCHES), on the output's grid
+ * (leading dims folded into rows), colored by their error. */
+static int add_heat_plot(kv_plot_batch *pb, const kv_check_result *r) {
+    int64_t dims[KV_MAX_DIMS];
+    const int nd = heat_dims(r, dims);
+    int64_t rows = 1, cols = nd > 0 ? dims[nd - 1] : 1;
+    for (int d = 0; d + 1 < nd; d++) rows *= dims[d];
+    const int nm = r->nmismatches < KV_RESULT_MAX_MISMATCHES ? r->nmismatches : KV_RESULT_MAX_MISMATCHES;
+    bool ulps = true;
+    for (int k = 0; k < nm; k++) ulps &= r->mismatches[k].ulps >= 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&text, &len);
+    if (g == NULL) return -1;
+    fputs("$d << EOD\n", g);
+    for (int k = 0; k < nm; k++) {
+        const kv_mismatch *m = &r->mismatches[k];
+        int64_t row = 0;
+        for (int d = 0; d + 1 < m->ndim; d++) row = row * dims[d] + m->index[d];
+        const double v = ulps ? m->ulps : m->abs_err;
+        fprintf(g, "%lld %lld %.6g\n", (long long)(m->ndim > 0 ? m->index[m->ndim - 1] : 0), (long long)row,
+                isfinite(v) ? log10(1.0 + fabs(v)) : 400.0);
+    }
+    fputs("EOD\n", g);
+    char title[160];
+    snprintf(title, sizeof title, "%lld of %lld elements differ%s", (long long)r->mismatched, (long long)r->compared,
+             r->mismatched > nm ? "; the first recorded are drawn" : "");
+    fputs("set title ", g);
+    kv_plot_put_string(g, title);
+    fprintf(g,
+            "\nset xrange [-0.5:%lld.5]\nset yrange [%lld.5:-0.5]\nset xlabel 'last index'\nset ylabel '%s'\n"
+            "set cblabel '%s'\nset palette defined (0 '#fff59d', 1 '#fb8c00', 3 '#c62828', 8 '#4a148c')\n"
+            "set cbrange [0:*]\nset grid\nset tmargin 3\nset key off\n",
+            (long long)(cols - 1), (long long)(rows - 1), nd > 2 ? "leading indices, folded" : "row",
+            ulps ? "log10(1 + ULP error)" : "log10(1 + abs error)");
+    /* A small grid gets a tic per element and square cells. */
+    if (cols <= 32) fputs("set xtics 1\n", g);
+    if (rows <= 32) fputs("set ytics 1\n", g);
+    if (cols <= 32 && rows <= 32) fputs("set size ratio -1\n", g);
+    fprintf(g, "plot $d using 1:2:3 with points pt 5 ps %s lc palette\n", cols <= 32 && rows <= 32 ? "2.5" : "1");
+    fclose(g);
+    const int k = text ? kv_plot_add(pb, 480, 300, text) : -1;
+    free(text);
+    return k;
+}
+
+/* Heat maps drawn at most (one per failing output with mismatches). */
+#define HTML_MAX_HEATMAPS 20
+
+/* Op plots shown at most: a run that fails everywhere keeps its page
+ * small; the rest are named. */
+#define HTML_MAX_OP_PLOTS 30
+
+typedef struct html_plots {
+    kv_plot_batch *batch;
+    int *fam;            /* plot of each check family */
+    int *op_order;       /* ops with an inexact (op, backend), worst first */
+    int *op_plot;
+    int nop;
+    int *heat;           /* per kept row: its heat map, -1 for none */
+} html_plots;
+
+static int64_t op_worst_bin(const kv_report_agg *a, int op) {
+    int worst = 0;
+    for (int e = 0; e < a->nopbs; e++) {
+        if (a->opbs[e].op != op) continue;
+        for (int k = KV_AGG_ULP_BINS - 1; k > worst; k--)
+            if (a->opbs[e].ulp_bins[k] > 0) worst = k;
+    }
+    return worst;
+}
+
+static const kv_report_agg *g_worst_agg;
+static int cmp_worst(const void *pa, const void *pb) {
+    const int x = *(const int *)pa, y = *(const int *)pb;
+    const int64_t wx = op_worst_bin(g_worst_agg, x), wy = op_worst_bin(g_worst_agg, y);
+    if (wx != wy) return wx > wy ? -1 : 1;
+    return strcmp(g_worst_agg->ops[x].op, g_worst_agg->ops[y].op);
+}
+
+static kv_status plots_prepare(html_plots *p, const kv_report_agg *a) {
+    memset(p, 0, sizeof *p);
+    p->batch = kv_plot_batch_new();
+    if (p->batch == NULL) return kv_last_error();
+    p->fam = malloc(((size_t)a->nfams + 1) * sizeof *p->fam);
+    p->op_order = malloc(((size_t)a->nops + 1) * sizeof *p->op_order);
+    p->op_plot = malloc(((size_t)a->nops + 1) * sizeof *p->op_plot);
+    if (p->fam == NULL || p->op_order == NULL || p->op_plot == NULL) return kv_error(KV_ERR_OOM, "report.html: out of memory");
+    for (int k = 0; k < a->nfams; k++) p->fam[k] = add_family_plot(p->batch, &a->fams[k]);
+    for (int o = 0; o < a->nops; o++) {
+        bool inexact = false;
+        for (int e = 0; e < a->nopbs && !inexact; e++) inexact = a->opbs[e].op == o && opb_inexact(&a->opbs[e]);
+        if (inexact) p->op_order[p->nop++] = o;
+    }
+    g_worst_agg = a;
+    qsort(p->op_order, (size_t)p->nop, sizeof *p->op_order, cmp_worst);
+    g_worst_agg = NULL;
+    for (int k = 0; k < p->nop; k++)
+        p->op_plot[k] = k < HTML_MAX_OP_PLOTS ? add_op_ulp_plot(p->batch, a, p->op_order[k]) : -1;
+    p->heat = malloc(((size_t)a->kept.n + 1) * sizeof *p->heat);
+    if (p->heat == NULL) return kv_error(KV_ERR_OOM, "report.html: out of memory");
+    int nheat = 0;
+    for (int i = 0; i < a->kept.n; i++) {
+        const kv_check_result *r = &a->kept.items[i];
+        const bool shown = kv_result_status_is_bad(r->status) || r->status == KV_RESULT_FLAKY;
+        p->heat[i] = shown && r->nmismatches > 0 && nheat < HTML_MAX_HEATMAPS ? add_heat_plot(p->batch, r) : -1;
+        nheat += p->heat[i] >= 0;
+    }
+    kv_plot_run(p->batch);
+    return KV_OK;
+}
+
+static void plots_free(html_plots *p) {
+    kv_plot_batch_free(p->batch);
+    free(p->fam);
+    free(p->op_order);
+    free(p->op_plot);
+    free(p->heat);
+}
+
+static void put_plots(FILE *f, const kv_report_agg *a, html_plots *p) {
     fputs("<h2 id=\"errors\">Error distributions</h2>\n"
-          "<p>Per check, the maximum error of each compared result, by decade: ULP distance (where the "
-          "dtype has ULPs) and absolute error. Bar heights are on a log scale (the count is written on each "
-          "bar); green: exactly 0, blue: by decade, red: inf or NaN.</p>\n",
+          "<p>Per check, the largest error of each compared row, by decade: ULP distance (where the "
+          "dtype has ULPs) and absolute error. The count axis is logarithmic, so a few bad rows beside "
+          "thousands of exact ones stay visible.</p>\n",
           f);
     if (a->nfams == 0) fputs("<p>No comparisons in this run.</p>\n", f);
     for (int k = 0; k < a->nfams; k++) {
-        const kv_agg_family *fam = &a->fams[k];
-        fputs("<h3><code>", f);
-        kv_report_put_escaped(f, fam->name, false);
-        fputs("</code></h3>\n<div>\n", f);
-        char title[96];
-        if (fam->ulps.n > 0) {
-            snprintf(title, sizeof title, "%s: max ULP", fam->name);
-            put_histogram(f, title, &fam->ulps);
-        }
-        snprintf(title, sizeof title, "%s: max abs err", fam->name);
-        put_histogram(f, title, &fam->abs);
+        fputs("<div class=\"plot\">\n", f);
+        kv_plot_put(p->batch, p->fam[k], f);
         fputs("</div>\n", f);
+    }
+    fputs("<h2 id=\"ulps\">ULP errors per op and backend</h2>\n", f);
+    int nexact = 0;
+    for (int o = 0; o < a->nops; o++) {
+        bool measured = false, inexact = false;
+        for (int e = 0; e < a->nopbs; e++) {
+            if (a->opbs[e].op != o) continue;
+            measured |= a->opbs[e].ulp_rows > 0;
+            inexact |= opb_inexact(&a->opbs[e]);
+        }
+        nexact += measured && !inexact;
+    }
+    fprintf(f,
+            "<p>For each op with a row more than 0 ULP from its reference: the maximum ULP error of each compared "
+            "row, one bar per backend (log count axis). %d op%s had every compared row bitwise equal (0 ULP) and "
+            "%s not plotted.</p>\n",
+            nexact, nexact == 1 ? "" : "s", nexact == 1 ? "is" : "are");
+    for (int k = 0; k < p->nop; k++) {
+        if (p->op_plot[k] < 0) continue;
+        fputs("<div class=\"plot\">\n", f);
+        kv_plot_put(p->batch, p->op_plot[k], f);
+        fputs("</div>\n", f);
+    }
+    if (p->nop > HTML_MAX_OP_PLOTS) {
+        fprintf(f, "<p>%d more ops with ULP errors, not plotted (the page stays small):", p->nop - HTML_MAX_OP_PLOTS);
+        for (int k = HTML_MAX_OP_PLOTS; k < p->nop; k++) {
+            fputs(k > HTML_MAX_OP_PLOTS ? ", <code>" : " <code>", f);
+            kv_report_put_escaped(f, a->ops[p->op_order[k]].op, false);
+            fputs("</code>", f);
+        }
+        fputs(".</p>\n", f);
     }
 }
 
@@ -450,20 +728,24 @@ kv_status kv_report_html_agg(const kv_report_agg *a, const kv_report_meta *meta,
     }
     int *order = ops_sorted(a);
     if (order == NULL) return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
+    html_plots plots;
+    kv_status st = plots_prepare(&plots, a);
     kv_report_file rf;
-    kv_status st = kv_report_file_open(&rf, path);
+    if (st == KV_OK) st = kv_report_file_open(&rf, path);
     if (st != KV_OK) {
+        plots_free(&plots);
         free(order);
         return st;
     }
     put_head(rf.f, a, meta);
     put_summary(rf.f, a);
-    put_failures(rf.f, a);
+    put_failures(rf.f, a, plots.batch, plots.heat);
     put_matrix(rf.f, a, order);
     put_backend_matrix_and_ops(rf.f, a, order);
-    put_plots(rf.f, a);
+    put_plots(rf.f, a, &plots);
     put_rows_note(rf.f, a);
     fputs("</body>\n</html>\n", rf.f);
+    plots_free(&plots);
     free(order);
     return kv_report_file_close(&rf);
 }
