@@ -402,6 +402,27 @@ static void test_run_reports(void **state) {
     kv_case_list_free(&cases);
 }
 
+/* ---- the machine limits (runner/exec/limits.h) ----
+ * Not a speed goal (those live in kvbench): each limit this CPU supports
+ * is measured, its rounds ordered, its rate a positive number; one the
+ * CPU lacks is left unmeasured; the machine line names the CPU count. */
+static void test_limits_measured(void **state) {
+    (void)state;
+    kv_limit_stat lim[KV_LIMIT_COUNT];
+    assert_int_equal(kv_limits_measure(2, lim), KV_OK);
+    for (int w = 0; w < KV_LIMIT_COUNT; w++) {
+        assert_int_equal(lim[w].measured, kv_limit_supported((kv_limit)w));
+        if (!lim[w].measured) continue;
+        assert_int_equal(lim[w].rounds, 2);
+        assert_true(lim[w].min > 0 && lim[w].min <= lim[w].median && lim[w].median <= lim[w].max);
+        assert_true(strlen(kv_limit_name((kv_limit)w)) > 0);
+    }
+    assert_true(lim[KV_LIMIT_COPY].measured); /* memcpy needs nothing of the CPU */
+    char machine[300];
+    kv_limits_machine(machine, (int)sizeof machine);
+    assert_non_null(strstr(machine, " online)"));
+}
+
 /* ---- the grammar and kvrun ---- */
 
 static void test_grammar_refuses_perf(void **state) {
@@ -472,6 +493,7 @@ int main(void) {
         cmocka_unit_test_setup(test_skips, reset),
         cmocka_unit_test_setup_teardown(test_run_reports, make_dir, remove_dir),
         cmocka_unit_test_setup(test_grammar_refuses_perf, reset),
+        cmocka_unit_test(test_limits_measured),
         cmocka_unit_test_setup_teardown(test_kvrun, make_dir, remove_dir),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
