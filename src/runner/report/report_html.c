@@ -504,9 +504,11 @@ static int add_op_ulp_plot(kv_plot_batch *pb, const kv_report_agg *a, int op) {
 
 /* The dims of a failing output for its heat map: the case's first input
  * shape when the mismatches fit in it (elementwise ops), else the extent
- * of the mismatches themselves. */
-static int heat_dims(const kv_check_result *r, int64_t dims[KV_MAX_DIMS]) {
-    const int nd = r->mismatches[0].ndim;
+ * of the mismatches themselves. Only mismatches with the first one's rank
+ * count (a row's are all of one output). */
+static int heat_dims(const kv_check_result *r, int nm, int64_t dims[KV_MAX_DIMS]) {
+    const int nd = r->mismatches[0].ndim < 0 ? 0 : r->mismatches[0].ndim > KV_MAX_DIMS ? KV_MAX_DIMS : r->mismatches[0].ndim;
+    for (int d = 0; d < KV_MAX_DIMS; d++) dims[d] = 1;
     for (int d = 0; d < nd; d++) dims[d] = 0;
     int pn = -1;
     int64_t pd[KV_MAX_DIMS];
@@ -522,12 +524,14 @@ static int heat_dims(const kv_check_result *r, int64_t dims[KV_MAX_DIMS]) {
         }
     }
     bool fits = pn == nd;
-    for (int k = 0; k < r->nmismatches && k < KV_RESULT_MAX_MISMATCHES; k++)
+    for (int k = 0; k < nm; k++) {
+        if (r->mismatches[k].ndim != nd) continue;
         for (int d = 0; d < nd; d++) {
             const int64_t i = r->mismatches[k].index[d];
             if (i + 1 > dims[d]) dims[d] = i + 1;
             if (fits && i >= pd[d]) fits = false;
         }
+    }
     if (fits)
         for (int d = 0; d < nd; d++) dims[d] = pd[d];
     return nd;
@@ -535,15 +539,17 @@ static int heat_dims(const kv_check_result *r, int64_t dims[KV_MAX_DIMS]) {
 
 /* Where a failing output differs and by how much: the mismatches the row
  * records (the first KV_RESULT_MAX_MISMATCHES), on the output's grid
- * (leading dims folded into rows), colored by their error. */
+ * (leading dims folded into rows, counted in double: a grid can be larger
+ * than an int64 when folded), colored by their error. */
 static int add_heat_plot(kv_plot_batch *pb, const kv_check_result *r) {
-    int64_t dims[KV_MAX_DIMS];
-    const int nd = heat_dims(r, dims);
-    int64_t rows = 1, cols = nd > 0 ? dims[nd - 1] : 1;
-    for (int d = 0; d + 1 < nd; d++) rows *= dims[d];
     const int nm = r->nmismatches < KV_RESULT_MAX_MISMATCHES ? r->nmismatches : KV_RESULT_MAX_MISMATCHES;
+    int64_t dims[KV_MAX_DIMS];
+    const int nd = heat_dims(r, nm, dims);
+    double rows = 1;
+    const double cols = nd > 0 ? (double)dims[nd - 1] : 1;
+    for (int d = 0; d + 1 < nd; d++) rows *= (double)dims[d];
     bool ulps = true;
-    for (int k = 0; k < nm; k++) ulps &= r->mismatches[k].ulps >= 0;
+    for (int k = 0; k < nm; k++) ulps &= r->mismatches[k].ndim != nd || r->mismatches[k].ulps >= 0;
     char *text = NULL;
     size_t len = 0;
     FILE *g = open_memstream(&text, &len);
@@ -551,10 +557,11 @@ static int add_heat_plot(kv_plot_batch *pb, const kv_check_result *r) {
     fputs("$d << EOD\n", g);
     for (int k = 0; k < nm; k++) {
         const kv_mismatch *m = &r->mismatches[k];
-        int64_t row = 0;
-        for (int d = 0; d + 1 < m->ndim; d++) row = row * dims[d] + m->index[d];
+        if (m->ndim != nd) continue;
+        double row = 0;
+        for (int d = 0; d + 1 < nd; d++) row = row * (double)dims[d] + (double)m->index[d];
         const double v = ulps ? m->ulps : m->abs_err;
-        fprintf(g, "%lld %lld %.6g\n", (long long)(m->ndim > 0 ? m->index[m->ndim - 1] : 0), (long long)row,
+        fprintf(g, "%lld %.17g %.6g\n", (long long)(nd > 0 ? m->index[nd - 1] : 0), row,
                 isfinite(v) ? log10(1.0 + fabs(v)) : 400.0);
     }
     fputs("EOD\n", g);
@@ -564,16 +571,17 @@ static int add_heat_plot(kv_plot_batch *pb, const kv_check_result *r) {
     fputs("set title ", g);
     kv_plot_put_string(g, title);
     fprintf(g,
-            "\nset xrange [-0.5:%lld.5]\nset yrange [%lld.5:-0.5]\nset xlabel 'last index'\nset ylabel '%s'\n"
+            "\nset xrange [-0.5:%.17g]\nset yrange [%.17g:-0.5]\nset xlabel 'last index'\nset ylabel '%s'\n"
             "set cblabel '%s'\nset palette defined (0 '#fff59d', 1 '#fb8c00', 3 '#c62828', 8 '#4a148c')\n"
             "set cbrange [0:*]\nset grid\nset tmargin 3\nset key off\n",
-            (long long)(cols - 1), (long long)(rows - 1), nd > 2 ? "leading indices, folded" : "row",
+            cols - 0.5, rows - 0.5, nd > 2 ? "leading indices, folded" : "row",
             ulps ? "log10(1 + ULP error)" : "log10(1 + abs error)");
     /* A small grid gets a tic per element and square cells. */
+    const bool small = cols <= 32 && rows <= 32;
     if (cols <= 32) fputs("set xtics 1\n", g);
     if (rows <= 32) fputs("set ytics 1\n", g);
-    if (cols <= 32 && rows <= 32) fputs("set size ratio -1\n", g);
-    fprintf(g, "plot $d using 1:2:3 with points pt 5 ps %s lc palette\n", cols <= 32 && rows <= 32 ? "2.5" : "1");
+    if (small) fputs("set size ratio -1\n", g);
+    fprintf(g, "plot $d using 1:2:3 with points pt 5 ps %s lc palette\n", small ? "2.5" : "1");
     fclose(g);
     const int k = text ? kv_plot_add(pb, 480, 300, text) : -1;
     free(text);
