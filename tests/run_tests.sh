@@ -66,6 +66,21 @@ size=$(wc -c <"$dir/../suite-report/report.html")
 echo "report.html: $size bytes (limit 1048576)"
 [ "$size" -le 1048576 ] || failed="$failed report-html-size"
 
+# Both HTML reports in headless Chromium (tests/html_render.sh): size,
+# render time, a screenshot beside each page. Chromium is optional (a
+# large package): without it the check says "skipped" and is not counted.
+if command -v chromium >/dev/null 2>&1; then
+    count=$((count + 1))
+    echo "=== HTML reports in headless Chromium"
+    if ! build/kvrun --mode=perf --op=add.Tensor,exp --dtype=f32 --shape=65536 --perf-reps=3 \
+        --report-dir="$dir/../perf-report" >/dev/null ||
+        ! sh tests/html_render.sh "$dir/../suite-report/report.html" "$dir/../perf-report/perf.html"; then
+        failed="$failed html-render"
+    fi
+else
+    echo "=== HTML reports in headless Chromium: skipped: chromium not installed"
+fi
+
 # Every golden against an independent recomputation at 4096 bits, and the
 # committed store against its regeneration (tests/golden_truth.sh).
 count=$((count + 1))

@@ -395,6 +395,61 @@ static void test_isolate_none_in_process(void **state) {
     kv_case_list_free(&cases);
 }
 
+/* kvrun keeps counts and failures, never every row (README "Performance":
+ * its memory is flat in the number of cases): the row slots this process
+ * holds at its peak must be the same for 8 and for 32 passing cases, and
+ * fewer than the rows the bigger run wrote. A driver that collects every
+ * row again fails this. */
+static int64_t rows_peak_of_run(int ncases, int64_t *nrows) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/flat-%d.case", g_tmp, ncases);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("--dtype=f32 --check=memory,variants --fill=exact\n", f); /* no golden: the store has none */
+    for (int k = 1; k <= ncases; k++) fprintf(f, "--op=neg --shape=%d\n", k);
+    fclose(f);
+    kv_case_list cases = { 0 };
+    assert_int_equal(kv_cases_from_file(path, &cases), KV_OK);
+    assert_int_equal(cases.n, ncases);
+    kv_driver_options o;
+    kv_driver_options_init(&o);
+    o.jobs = 1;
+    char rdir[400];
+    next_report_dir(rdir, sizeof rdir);
+    o.report_dir = rdir;
+    o.golden_dir = g_golden;
+    FILE *out = tmpfile(), *err = tmpfile();
+    o.err = err;
+    kv_result_rows_peak_reset();
+    const int64_t before = kv_result_rows_held();
+    const int rc = kv_driver_run(&o, &cases, out);
+    const int64_t peak = kv_result_rows_peak() - before;
+    assert_int_equal(kv_result_rows_held(), before); /* nothing left behind */
+    fclose(out);
+    fclose(err);
+    kv_case_list_free(&cases);
+    assert_int_equal(rc, 0);
+    char jpath[600];
+    snprintf(jpath, sizeof jpath, "%s/%s", rdir, KV_REPORT_JSONL);
+    kv_result_list rows = { 0 };
+    assert_int_equal(kv_merge_read_jsonl(jpath, &rows), KV_OK);
+    *nrows = rows.n;
+    kv_result_list_free(&rows);
+    return peak;
+}
+
+static void test_rows_held_flat(void **state) {
+    (void)state;
+    int64_t small_rows, big_rows;
+    const int64_t small = rows_peak_of_run(8, &small_rows);
+    const int64_t big = rows_peak_of_run(32, &big_rows);
+    assert_true(big_rows >= 4 * small_rows);
+    if (big > small || big >= big_rows)
+        fail_msg("row slots held at the peak: %lld for 8 cases (%lld rows), %lld for 32 cases (%lld rows): "
+                 "the runner's memory grows with the number of cases",
+                 (long long)small, (long long)small_rows, (long long)big, (long long)big_rows);
+}
+
 static void test_baseline_xfail_xpass(void **state) {
     (void)state;
     assert_int_equal(kv_register_kernel("kvt_wrong", KV_KEY_CPU, kvt_wrong), KV_OK);
@@ -910,6 +965,7 @@ int main(void) {
         cmocka_unit_test(test_cmdline_options_over_files),
         cmocka_unit_test(test_malformed_line),
         cmocka_unit_test(test_cli_usage_errors),
+        cmocka_unit_test(test_rows_held_flat),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +74,28 @@ int kv_result_status_severity(kv_result_status s) {
     return 10;
 }
 
+/* Row slots allocated by every list of the process, and the most at any
+ * time since the last reset: relaxed atomics, since only the totals
+ * matter, not their order against other memory. */
+static _Atomic int64_t kv_rows_live, kv_rows_peak;
+
+static void kv_result_rows_account(int64_t delta) {
+    const int64_t now = atomic_fetch_add_explicit(&kv_rows_live, delta, memory_order_relaxed) + delta;
+    int64_t peak = atomic_load_explicit(&kv_rows_peak, memory_order_relaxed);
+    while (now > peak &&
+           !atomic_compare_exchange_weak_explicit(&kv_rows_peak, &peak, now, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+int64_t kv_result_rows_held(void) { return atomic_load_explicit(&kv_rows_live, memory_order_relaxed); }
+
+int64_t kv_result_rows_peak(void) { return atomic_load_explicit(&kv_rows_peak, memory_order_relaxed); }
+
+void kv_result_rows_peak_reset(void) {
+    atomic_store_explicit(&kv_rows_peak, atomic_load_explicit(&kv_rows_live, memory_order_relaxed),
+                          memory_order_relaxed);
+}
+
 kv_status kv_result_list_push(kv_result_list *list, const kv_check_result *r) {
     if (list == NULL || r == NULL)
         return kv_error(KV_ERR_INVALID_ARG, "kv_result_list_push: argument '%s': is NULL",
@@ -87,6 +110,7 @@ kv_status kv_result_list_push(kv_result_list *list, const kv_check_result *r) {
         if (items == NULL)
             return kv_error(KV_ERR_OOM, "kv_result_list_push: list: cannot grow to %d results", cap);
         list->items = items;
+        kv_result_rows_account(cap - list->cap);
         list->cap = cap;
     }
     list->items[list->n++] = copy;
@@ -109,6 +133,7 @@ kv_status kv_result_list_extend(kv_result_list *dst, const kv_result_list *src) 
 void kv_result_list_free(kv_result_list *list) {
     if (list == NULL) return;
     free(list->items);
+    kv_result_rows_account(-list->cap);
     list->items = NULL;
     list->n = list->cap = 0;
 }

@@ -109,4 +109,13 @@ int kv_result_status_severity(kv_result_status s);
 /* Appends every result of `src` to `dst`. */
 kv_status kv_result_list_extend(kv_result_list *dst, const kv_result_list *src);
 
+/* Row slots (kv_check_result, about 5 KB each) the process's lists hold
+ * now, and the most they held at once since the last reset. A debug
+ * counter: the runner keeps counts and failures, never every row, and
+ * tests/test_driver.c checks that its peak does not grow with the number
+ * of cases. */
+int64_t kv_result_rows_held(void);
+int64_t kv_result_rows_peak(void);
+void kv_result_rows_peak_reset(void);
+
 #endif

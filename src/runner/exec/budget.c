@@ -5,29 +5,21 @@
 
 #include "runner/exec/isolate.h"
 
-kv_status kv_budget_fill_not_run(const kv_case *const *cases, int n, kv_result_list *rows, kv_result_status status,
-                                 const char *message) {
-    kv_result_list out = { 0 };
+kv_status kv_budget_fill_not_run(const kv_case *const *cases, int n, kv_report_stream *s, kv_result_status status,
+                                 const char *message, int *filled) {
+    *filled = 0;
     kv_status st = KV_OK;
-    int at = 0;
     for (int i = 0; st == KV_OK && i < n; i++) {
-        char id[KV_CASE_ID_MAX];
-        kv_case_id(cases[i], id, sizeof id);
-        const int first = at;
-        for (; st == KV_OK && at < rows->n && strcmp(rows->items[at].case_id, id) == 0; at++)
-            st = kv_result_list_push(&out, &rows->items[at]);
-        if (st != KV_OK || at > first) continue;
+        if (kv_report_stream_has(s, i)) continue;
+        kv_result_list one = { 0 };
         kv_check_result r;
         kv_isolate_case_row(&r, cases[i], status, 0, "%s", message);
-        st = kv_result_list_push(&out, &r);
+        st = kv_result_list_push(&one, &r);
+        /* A failed append keeps the row in memory: still reported. */
+        if (st == KV_OK && kv_report_stream_case(s, i, &one) != KV_OK && !kv_report_stream_has(s, i))
+            st = kv_last_error();
+        kv_result_list_free(&one);
+        if (st == KV_OK) (*filled)++;
     }
-    /* Rows of no selected case (none expected) are kept, at the end. */
-    for (; st == KV_OK && at < rows->n; at++) st = kv_result_list_push(&out, &rows->items[at]);
-    if (st != KV_OK) {
-        kv_result_list_free(&out);
-        return st;
-    }
-    kv_result_list_free(rows);
-    *rows = out;
-    return KV_OK;
+    return st;
 }

@@ -18,15 +18,16 @@
 #include "kv/status.h"
 #include "runner/case/case.h"
 #include "runner/check/result.h"
+#include "runner/report/report.h"
 
 /* The values of the driver's stop flag beside a signal number. */
 #define KV_STOP_DEADLINE (-1)
 #define KV_STOP_MAX_FAILURES (-2)
 
-/* Inserts, in the order of cases[0..n), a not-run row for each case that
- * has no row in `rows` (rows in case order, each case's together), with
- * `status` and `message`. */
-kv_status kv_budget_fill_not_run(const kv_case *const *cases, int n, kv_result_list *rows, kv_result_status status,
-                                 const char *message);
+/* Gives each case of cases[0..n) that has no rows in `s` (indexed by
+ * the same positions) one not-run row, with `status` and `message`;
+ * *filled gets how many. */
+kv_status kv_budget_fill_not_run(const kv_case *const *cases, int n, kv_report_stream *s, kv_result_status status,
+                                 const char *message, int *filled);
 
 #endif

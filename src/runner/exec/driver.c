@@ -441,6 +441,7 @@ typedef struct kv_driver_watch {
     const kv_driver_options *o;  /* the limits: --deadline, --max-failures */
     double t0;
     int64_t nbad;                /* FAIL, ERROR, CRASH, TIMEOUT rows so far */
+    const int *sel_of;           /* the position in the selection of each case run */
 } kv_driver_watch;
 
 /* Stops the run (as a signal would) when a limit is reached; a signal
@@ -465,10 +466,11 @@ static void kv_watch_finished(void *ctx, int ci, const kv_result_list *rows) {
         w->nbad += st == KV_RESULT_FAIL || st == KV_RESULT_ERROR || st == KV_RESULT_CRASH || st == KV_RESULT_TIMEOUT;
     }
     kv_watch_limits(w);
-    if (!w->stream_failed && kv_report_stream_rows(w->stream, rows) != KV_OK) {
-        /* The run goes on: the final reports are written whole anyway. */
+    /* The rows live in results.jsonl from now on, not in this process. */
+    if (kv_report_stream_case(w->stream, w->sel_of[ci], rows) != KV_OK && !w->stream_failed) {
+        /* The run goes on: the rows the file cannot take are held in memory. */
         w->stream_failed = true;
-        fprintf(w->err, "kvrun: warning: %s (results.jsonl is no longer appended while the run goes on)\n",
+        fprintf(w->err, "kvrun: warning: %s (the rows results.jsonl cannot take are held in memory while the run goes on)\n",
                 kv_last_error_message());
     }
     if (w->prog->observer.finished) w->prog->observer.finished(w->prog->observer.ctx, ci, rows);
@@ -482,14 +484,91 @@ static void kv_watch_tick(void *ctx) {
 
 /* Every selected case gets one ERROR row: the store could not be opened,
  * so no case can be verified, and none may pass. */
-static kv_status kv_error_rows(const kv_case *const *sel, int n, const char *why, kv_result_list *out) {
-    for (int i = 0; i < n; i++) {
-        kv_check_result r;
-        kv_isolate_case_row(&r, sel[i], KV_RESULT_ERROR, 0, "golden store unusable: %s", why);
-        kv_status st = kv_result_list_push(out, &r);
-        if (st != KV_OK) return st;
+static kv_status kv_error_rows(const kv_case *const *sel, int n, const char *why, kv_report_stream *s) {
+    char msg[KV_RESULT_MESSAGE_MAX];
+    snprintf(msg, sizeof msg, "golden store unusable: %s", why);
+    int filled;
+    return kv_budget_fill_not_run(sel, n, s, KV_RESULT_ERROR, msg, &filled);
+}
+
+/* --resume: the rows the interrupted run left in results.jsonl, indexed
+ * by the selection's positions; *nresumed cases have them. */
+static kv_status kv_driver_resume_scan(const kv_case *const *sel, int nsel, kv_report_stream *s, int *nresumed) {
+    char **ids = calloc((size_t)nsel + 1, sizeof *ids);
+    kv_status st = ids == NULL ? kv_error(KV_ERR_OOM, "--resume: out of memory") : KV_OK;
+    for (int i = 0; st == KV_OK && i < nsel; i++) {
+        char id[KV_CASE_ID_MAX];
+        kv_case_id(sel[i], id, sizeof id);
+        if ((ids[i] = strdup(id)) == NULL) st = kv_error(KV_ERR_OOM, "--resume: out of memory");
     }
-    return KV_OK;
+    if (st == KV_OK) st = kv_report_stream_scan(s, (const char *const *)ids, nsel, nresumed);
+    for (int i = 0; ids != NULL && i < nsel; i++) free(ids[i]);
+    free(ids);
+    return st;
+}
+
+/* --retry through results.jsonl: only the failing cases' rows are read
+ * back, retried (retry.h) and appended again as those cases' rows. */
+static kv_status kv_driver_retry(const kv_case *const *sel, int nsel, kv_report_stream *s, const kv_run_env *env,
+                                 const kv_isolate_config *cfg, int retries, int *nflaky, int *nretried) {
+    *nflaky = *nretried = 0;
+    int *pos = malloc(((size_t)nsel + 1) * sizeof *pos);
+    const kv_case **sub = malloc(((size_t)nsel + 1) * sizeof *sub);
+    kv_result_list rows = { 0 };
+    kv_status st = pos == NULL || sub == NULL ? kv_error(KV_ERR_OOM, "--retry: out of memory") : KV_OK;
+    int n = 0;
+    for (int i = 0; st == KV_OK && i < nsel; i++) {
+        if (!kv_report_stream_bad(s, i)) continue;
+        pos[n] = i;
+        sub[n++] = sel[i];
+        st = kv_report_stream_read_case(s, i, &rows);
+    }
+    if (st == KV_OK && n > 0) st = kv_retry_failing(sub, n, env, cfg, retries, &rows, nflaky, nretried);
+    /* The rows come back in case order, each case's together. */
+    int at = 0;
+    for (int k = 0; st == KV_OK && k < n; k++) {
+        char id[KV_CASE_ID_MAX];
+        kv_case_id(sub[k], id, sizeof id);
+        kv_result_list one = { 0 };
+        for (; st == KV_OK && at < rows.n && strcmp(rows.items[at].case_id, id) == 0; at++)
+            st = kv_result_list_push(&one, &rows.items[at]);
+        if (st == KV_OK && kv_report_stream_case(s, pos[k], &one) != KV_OK && !kv_report_stream_has(s, pos[k]))
+            st = kv_last_error();
+        kv_result_list_free(&one);
+    }
+    kv_result_list_free(&rows);
+    free(pos);
+    free(sub);
+    return st;
+}
+
+/* Reads every case's rows back in case order (then `extra`), applies the
+ * baseline, and writes the report folder row by row: one case's rows in
+ * memory at a time. The baseline needs every row before it can judge a
+ * pass (a stale entry is one whose rows all passed), so with one the rows
+ * are read twice. */
+static kv_status kv_driver_reports(kv_report_build *b, kv_report_stream *s, int nsel, kv_result_list *extra,
+                                   const kv_baseline *baseline) {
+    kv_status st = KV_OK;
+    kv_result_list rows = { 0 };
+    if (baseline != NULL) {
+        kv_baseline_reset(baseline);
+        for (int i = 0; st == KV_OK && i < nsel; i++) {
+            st = kv_report_stream_read_case(s, i, &rows);
+            kv_baseline_tally(baseline, &rows);
+            kv_result_list_free(&rows);
+        }
+        kv_baseline_tally(baseline, extra);
+    }
+    for (int i = 0; st == KV_OK && i <= nsel; i++) {
+        kv_result_list *batch = i < nsel ? &rows : extra;
+        if (i < nsel) st = kv_report_stream_read_case(s, i, &rows);
+        if (baseline != NULL) kv_baseline_mark(baseline, batch, NULL, NULL);
+        for (int k = 0; st == KV_OK && k < batch->n; k++) st = kv_report_build_add(b, &batch->items[k]);
+        kv_result_list_free(&rows);
+    }
+    kv_result_list_free(&rows);
+    return st;
 }
 
 int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *out) {
@@ -587,34 +666,35 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     }
     kv_report_meta meta;
     kv_fill_meta(&meta, o, cases, nsel, &cfg);
-    kv_result_list prior = { 0 };
-    if (o->resume && kv_resume_load(rdir, &meta, &prior) != KV_OK) {
+    if (o->resume && kv_resume_check(rdir, &meta) != KV_OK) {
         fprintf(err, "kvrun: %s\n", kv_last_error_message());
         kv_baseline_free(baseline);
         free(sel);
         return 2;
     }
     /* From here the folder says "in progress" and results.jsonl grows as
-     * cases finish; the old reports are gone. */
+     * cases finish; the old reports are gone. Each case's rows are in
+     * that file only: this process keeps counts and failures, never every
+     * row, so its memory does not grow with the number of cases. */
     meta.incomplete = true;
     kv_report_stream stream;
-    if (kv_report_begin(rdir, &meta, o->resume, &stream) != KV_OK) {
-        fprintf(err, "kvrun: --report-dir=%s: %s\n", rdir, kv_last_error_message());
+    int nresumed = 0, nfinished = 0;
+    kv_status st = kv_report_begin(rdir, &meta, o->resume, &stream);
+    if (st == KV_OK) st = kv_report_stream_index(&stream, nsel);
+    if (st == KV_OK && o->resume) st = kv_driver_resume_scan(sel, nsel, &stream, &nresumed);
+    if (st != KV_OK) {
+        fprintf(err, "kvrun: %s%s\n", o->resume ? "" : "--report-dir: ", kv_last_error_message());
         kv_report_stream_close(&stream);
-        kv_result_list_free(&prior);
         kv_baseline_free(baseline);
         free(sel);
         return 2;
     }
     kv_driver_signals sigs;
     kv_driver_catch_stop(&sigs);
-    int nresumed = 0, nfinished = 0;
     const double t0 = kv_wall_now();
 
     const char *gdir = o->golden_dir ? o->golden_dir : KV_DRIVER_DEFAULT_GOLDEN_DIR;
-    kv_result_list results = { 0 };
     kv_golden_store *store = kv_golden_open(gdir);
-    kv_status st = KV_OK;
     if (store == NULL) {
         char why[KV_RESULT_MESSAGE_MAX - 64];
         snprintf(why, sizeof why, "%s", kv_last_error_message());
@@ -623,7 +703,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
             fprintf(err, "kvrun: cannot regenerate into it: fix or remove %s/MANIFEST\n", gdir);
             rc = 1;
         }
-        st = kv_error_rows(sel, nsel, why, &results);
+        st = kv_error_rows(sel, nsel, why, &stream);
     } else {
         /* A regeneration killed between writing and renaming left temp
          * files: named here, removed by the next regeneration. */
@@ -642,49 +722,50 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         };
         kv_check_fastpath_set_gates(o->fastpath_gates); /* the forked workers inherit it */
         /* --resume: only the cases the interrupted run did not finish. */
-        const kv_case **todo = sel;
-        int ntodo = nsel;
-        if (o->resume) {
-            st = kv_resume_split(sel, nsel, &prior, &todo, &ntodo, &nresumed);
-            if (st == KV_OK)
-                fprintf(err, "kvrun: --resume: %d of %d cases finished before; running the other %d\n", nresumed, nsel,
-                        ntodo);
+        const kv_case **todo = malloc(((size_t)nsel + 1) * sizeof *todo);
+        int *sel_of = malloc(((size_t)nsel + 1) * sizeof *sel_of);
+        int ntodo = 0;
+        if (todo == NULL || sel_of == NULL) st = kv_error(KV_ERR_OOM, "kvrun: out of memory");
+        for (int i = 0; st == KV_OK && i < nsel; i++) {
+            if (kv_report_stream_has(&stream, i)) continue;
+            sel_of[ntodo] = i;
+            todo[ntodo++] = sel[i];
         }
+        if (st == KV_OK && o->resume)
+            fprintf(err, "kvrun: --resume: %d of %d cases finished before; running the other %d\n", nresumed, nsel,
+                    ntodo);
         /* Progress for the run itself; the retries below are summed up in
          * one line of their own (their case indices are another list's). */
         kv_progress prog;
         kv_isolate_config run_cfg = cfg;
-        kv_driver_watch watch = { &prog, &stream, 0, false, err, o, t0, 0 };
+        kv_driver_watch watch = { &prog, &stream, 0, false, err, o, t0, 0, sel_of };
         const kv_isolate_observer observer = { kv_watch_started, kv_watch_finished, kv_watch_tick, &watch };
-        kv_result_list fresh = { 0 };
         if (st == KV_OK)
             st = kv_progress_init(&prog, err, isatty(fileno(err)) == 1, todo, ntodo, (kv_progress_level)o->verbosity,
                                   progress_seconds);
         if (st == KV_OK) {
             run_cfg.observer = &observer;
             run_cfg.stop = &kv_driver_stop;
-            st = kv_isolate_run(todo, ntodo, &env, &run_cfg, o->resume ? &fresh : &results);
+            st = kv_isolate_run(todo, ntodo, &env, &run_cfg, NULL);
+            kv_progress_end(&prog);
         }
-        kv_progress_end(&prog);
         nfinished = watch.finished;
-        if (st == KV_OK && o->resume) st = kv_resume_join(sel, nsel, &prior, &fresh, &results);
-        kv_result_list_free(&fresh);
-        if (todo != sel) free((void *)todo);
+        free(todo);
+        free(sel_of);
         int nflaky = 0, nretried = 0;
         if (st == KV_OK && o->retry > 0 && !kv_driver_stop)
-            st = kv_retry_failing(sel, nsel, &env, &cfg, o->retry, &results, &nflaky, &nretried);
+            st = kv_driver_retry(sel, nsel, &stream, &env, &cfg, o->retry, &nflaky, &nretried);
         if (st == KV_OK && nretried > 0)
             fprintf(err, "kvrun: --retry=%d: %d failing case%s run again: %d flaky (passed on a retry), %d failed every time\n",
                     o->retry, nretried, nretried == 1 ? "" : "s", nflaky, nretried - nflaky);
     }
-    if (st == KV_OK) st = kv_driver_backend_rows(o, &results);
+    kv_result_list extra = { 0 };
+    if (st == KV_OK) st = kv_driver_backend_rows(o, &extra);
     if (st != KV_OK) {
         fprintf(err, "kvrun: %s\n", kv_last_error_message());
         rc = 1;
     }
 
-    kv_report_stream_close(&stream);
-    kv_result_list_free(&prior);
     const int stop = kv_driver_stop;
     const int stopped = stop > 0 ? stop : 0; /* by a signal; a limit (< 0) ends the run complete */
     if (stop != 0 && o->regen_golden) fprintf(err, "kvrun: stopped early: the golden store is left as it was\n");
@@ -694,16 +775,16 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
             snprintf(why, sizeof why, "not run: the run's --deadline of %g s had passed", o->deadline_seconds);
         else
             snprintf(why, sizeof why, "not run: --max-failures=%d failing rows reached", o->max_failures);
-        const int before = results.n;
-        st = kv_budget_fill_not_run(sel, nsel, &results,
-                                    stop == KV_STOP_DEADLINE ? KV_RESULT_ERROR : KV_RESULT_SKIP, why);
+        int filled = 0;
+        st = kv_budget_fill_not_run(sel, nsel, &stream, stop == KV_STOP_DEADLINE ? KV_RESULT_ERROR : KV_RESULT_SKIP,
+                                    why, &filled);
         if (st != KV_OK) {
             fprintf(err, "kvrun: %s\n", kv_last_error_message());
             rc = 1;
         } else {
             fprintf(err, "kvrun: %s: %d of %d cases not run (%s rows)\n",
-                    stop == KV_STOP_DEADLINE ? "--deadline reached" : "--max-failures reached", results.n - before,
-                    nsel, stop == KV_STOP_DEADLINE ? "ERROR" : "SKIP");
+                    stop == KV_STOP_DEADLINE ? "--deadline reached" : "--max-failures reached", filled, nsel,
+                    stop == KV_STOP_DEADLINE ? "ERROR" : "SKIP");
         }
     }
     if (store != NULL && o->regen_golden && st == KV_OK && stop == 0) {
@@ -720,7 +801,6 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     }
     kv_golden_close(store);
 
-    if (baseline != NULL) kv_baseline_apply(baseline, &results, NULL, NULL);
     meta.wall_seconds = kv_wall_now() - t0;
     meta.incomplete = stopped != 0;
     if (stopped) {
@@ -732,24 +812,30 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
                 meta.interrupted, (long long)meta.ncases_done, nsel, rdir, (long long)(nsel - meta.ncases_done));
     }
 
-    if (kv_report_write_all(&results, &meta, rdir) != KV_OK) {
+    /* Every report, from the rows read back case by case. */
+    kv_report_build *build = kv_report_build_begin(rdir, &meta);
+    kv_status wst = build == NULL ? kv_last_error() : kv_driver_reports(build, &stream, nsel, &extra, baseline);
+    if (wst == KV_OK) wst = kv_report_build_finish(build, &meta);
+    if (wst != KV_OK) {
         fprintf(err, "kvrun: writing reports to %s: %s\n", rdir, kv_last_error_message());
         rc = 1;
     }
+    kv_report_stream_close(&stream);
+    kv_result_list_free(&extra);
     fflush(err);
     /* On stderr, before the summary, so the console still ends with the
      * "N passed, N failed, N skipped" line. */
     if (baseline != NULL && kv_baseline_notes(baseline, err) > 0) fflush(err);
-    kv_report_console(out, &results, &meta);
+    if (build != NULL) kv_report_build_console(build, out, &meta);
     fflush(out);
-    const int code = kv_report_exit_code_flaky(&results, o->flaky_fail);
+    const int code = kv_report_build_exit_code(build, o->flaky_fail);
     if (code > rc) rc = code;
+    kv_report_build_free(build);
     /* The shell's convention for a death by that signal: CI tells an
      * interrupted run from a failed one. */
     if (stopped) rc = 128 + stopped;
     kv_driver_release_stop(&sigs);
     kv_baseline_free(baseline);
-    kv_result_list_free(&results);
     free(sel);
     return rc;
 }

@@ -328,6 +328,7 @@ typedef struct kv_pool {
     kv_inflight *slots;         /* one per worker, MAP_SHARED */
     uint64_t *exclude;          /* per case: backend keys its next run leaves out */
     int *retry;                 /* cases to run again (without a crashed backend) */
+    bool discard;               /* no output list: a case's rows are freed once the observer saw them */
     int nretry;
     int mem_mib;                /* the workers' cap, -1: none */
 } kv_pool;
@@ -435,6 +436,8 @@ static void kv_pool_case_done(kv_pool *p, int ci) {
     p->ndone++;
     const kv_isolate_observer *ob = p->cfg->observer;
     if (ob != NULL && ob->finished != NULL) ob->finished(ob->ctx, ci, &p->per_case[ci]);
+    /* Without an output list the observer was the rows' only reader. */
+    if (p->discard) kv_result_list_free(&p->per_case[ci]);
 }
 
 static kv_status kv_pool_record(kv_pool *p, int ci, const kv_check_result *rows, int count) {
@@ -707,18 +710,20 @@ static kv_status kv_pool_loop(kv_pool *p) {
 }
 
 static void kv_run_inline(const kv_case *const *cases, int n, const kv_run_env *env, const kv_isolate_config *cfg,
-                          kv_result_list *per_case) {
+                          kv_result_list *per_case, bool discard) {
     const kv_isolate_observer *ob = cfg->observer;
     for (int i = 0; i < n && !(cfg->stop != NULL && *cfg->stop); i++) {
         if (ob != NULL && ob->started != NULL) ob->started(ob->ctx, i);
         kv_case_run(cases[i], env, &per_case[i]);
         if (ob != NULL && ob->finished != NULL) ob->finished(ob->ctx, i, &per_case[i]);
+        if (discard) kv_result_list_free(&per_case[i]);
     }
 }
 
 kv_status kv_isolate_run(const kv_case *const *cases, int n, const kv_run_env *env,
                          const kv_isolate_config *cfg, kv_result_list *out) {
-    if (n < 0 || (n > 0 && cases == NULL) || env == NULL || cfg == NULL || out == NULL) {
+    const bool observed = cfg != NULL && cfg->observer != NULL && cfg->observer->finished != NULL;
+    if (n < 0 || (n > 0 && cases == NULL) || env == NULL || cfg == NULL || (out == NULL && !observed)) {
         return kv_error(KV_ERR_INVALID_ARG, "isolate: argument 'cases': NULL or a negative count");
     }
     if (cfg->mode == KV_ISOLATE_FORK && (cfg->jobs < 1 || !(cfg->timeout_seconds > 0))) {
@@ -730,10 +735,10 @@ kv_status kv_isolate_run(const kv_case *const *cases, int n, const kv_run_env *e
     kv_status st = KV_OK;
     switch (cfg->mode) {
     case KV_ISOLATE_NONE:
-        kv_run_inline(cases, n, env, cfg, per_case);
+        kv_run_inline(cases, n, env, cfg, per_case, out == NULL);
         break;
     case KV_ISOLATE_FORK: {
-        kv_pool p = { .cases = cases, .n = n, .env = env, .cfg = cfg };
+        kv_pool p = { .cases = cases, .n = n, .env = env, .cfg = cfg, .discard = out == NULL };
         p.nw = cfg->jobs < n ? cfg->jobs : n;
         p.w = calloc((size_t)p.nw, sizeof *p.w);
         p.done = calloc((size_t)n, sizeof *p.done);
@@ -776,7 +781,7 @@ kv_status kv_isolate_run(const kv_case *const *cases, int n, const kv_run_env *e
     }
     }
     for (int i = 0; i < n; i++) {
-        if (st == KV_OK) st = kv_result_list_extend(out, &per_case[i]);
+        if (st == KV_OK && out != NULL) st = kv_result_list_extend(out, &per_case[i]);
         kv_result_list_free(&per_case[i]);
     }
     free(per_case);

@@ -100,7 +100,10 @@ typedef struct kv_isolate_config {
 kv_status kv_isolate_worker_mem(const kv_isolate_config *cfg, int *mib);
 
 /* Runs cases[0..n) and appends their rows to `out`, case by case in index
- * order (after a stop, the finished cases' only). Workers ignore SIGINT and
+ * order (after a stop, the finished cases' only). `out` may be NULL when
+ * the observer has a `finished` callback: then each case's rows live only
+ * until the observer has seen them, so the caller's memory does not grow
+ * with the number of cases (kvrun streams them to results.jsonl). Workers ignore SIGINT and
  * SIGTERM, which a terminal or CI runner sends to the whole process group:
  * the parent decides (cfg->stop) and kills them; and they die with the
  * parent (PR_SET_PDEATHSIG), so a kvrun killed by SIGKILL leaves none. Returns KV_OK once every case has rows (a crash, hang or failed

@@ -141,6 +141,7 @@ static void perf_variant(const kv_perf_options *o, const kv_case *c, const kv_op
         const int n = o->reps;
         row->median_ns = n % 2 ? times[n / 2] : times[n / 2 - 1] + (times[n / 2] - times[n / 2 - 1]) / 2;
         row->min_ns = times[0];
+        row->max_ns = times[n - 1];
         row->reps = n;
         row->is_flops = flops > 0.0;
         row->work = flops > 0.0 ? flops : in_bytes + out_bytes;
@@ -266,9 +267,21 @@ kv_status kv_perf_case(const kv_perf_options *o, const kv_case *c, kv_perf_repor
     return KV_OK;
 }
 
+/* Rounds of the machine-limit measurement: each about 20 ms per limit. */
+#define KV_PERF_LIMIT_ROUNDS 5
+
 int kv_perf_run(const kv_perf_options *o, const kv_case *const *cases, int n, FILE *out) {
     kv_perf_report r = { 0 };
     int rc = 0;
+    r.warmup = o->warmup;
+    r.reps = o->reps;
+    kv_limits_machine(r.machine, (int)sizeof r.machine);
+    /* The roofs, with the real clock only: a fake clock (tests) says
+     * nothing about the machine. A failure costs the roofline, not the run. */
+    if (o->clock == NULL) {
+        if (kv_limits_measure(KV_PERF_LIMIT_ROUNDS, r.limits) == KV_OK) r.limits_measured = true;
+        else fprintf(out, "perf: the machine limits were not measured: %s\n", kv_last_error_message());
+    }
     for (int i = 0; i < n; i++) {
         if (kv_perf_case(o, cases[i], &r, out) != KV_OK) {
             char id[KV_CASE_ID_MAX];

@@ -30,6 +30,7 @@
 #include "kv/keys.h"
 #include "kv/tune.h"
 #include "runner/case/case.h"
+#include "runner/exec/limits.h"
 
 #define KV_PERF_DEFAULT_WARMUP 3
 #define KV_PERF_DEFAULT_REPS 15
@@ -57,7 +58,7 @@ typedef struct kv_perf_row {
     int case_index;              /* which measured (case, backend) pair, from 0 */
     bool failed;                 /* the variant accepted the call, then returned an error */
     char error[256];
-    uint64_t median_ns, min_ns;
+    uint64_t median_ns, min_ns, max_ns;
     int reps;
     bool is_flops;               /* the rate is GFLOP/s (else GB/s) */
     double work;                 /* FLOPs or bytes per call */
@@ -75,6 +76,12 @@ typedef struct kv_perf_report {
     int judged, within;          /* pairs judged, and those within 5% */
     int skipped;                 /* cases skipped with a note */
     int errors;                  /* rows that failed */
+    /* The roofline's roofs (runner/exec/limits.h), measured once per run
+     * with the real clock (not with a test's fake one), and the machine. */
+    bool limits_measured;
+    kv_limit_stat limits[KV_LIMIT_COUNT];
+    char machine[300];
+    int warmup, reps;
 } kv_perf_report;
 
 void kv_perf_report_free(kv_perf_report *r);

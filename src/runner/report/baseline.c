@@ -344,20 +344,17 @@ static bool is_failure(kv_result_status st) {
            st == KV_RESULT_FLAKY;
 }
 
-void kv_baseline_apply(const kv_baseline *b, kv_result_list *results, int *n_xfail, int *n_xpass) {
-    int nx = 0, np = 0;
-    if (b == NULL || results == NULL) {
-        if (n_xfail) *n_xfail = 0;
-        if (n_xpass) *n_xpass = 0;
-        return;
-    }
-    /* First pass: what each entry matches. An entry is stale only when
-     * every row it matches passed; a glob over many rows that still
-     * excuses one failure leaves its passing rows PASS, so real passes
-     * never turn into XPASS behind a broad entry. */
-    for (int k = 0; k < b->n; k++) b->entries[k].matched = b->entries[k].failing = 0;
-    for (int i = 0; i < results->n; i++) {
-        const kv_check_result *r = &results->items[i];
+void kv_baseline_reset(const kv_baseline *b) {
+    for (int k = 0; b != NULL && k < b->n; k++) b->entries[k].matched = b->entries[k].failing = 0;
+}
+
+/* First pass: what each entry matches. An entry is stale only when every
+ * row it matches passed; a glob over many rows that still excuses one
+ * failure leaves its passing rows PASS, so real passes never turn into
+ * XPASS behind a broad entry. */
+void kv_baseline_tally(const kv_baseline *b, const kv_result_list *rows) {
+    for (int i = 0; b != NULL && rows != NULL && i < rows->n; i++) {
+        const kv_check_result *r = &rows->items[i];
         for (int k = 0; k < b->n; k++) {
             kv_baseline_entry *e = &b->entries[k];
             if (!entry_matches(e, r->case_id, r->check, r->backend)) continue;
@@ -365,7 +362,11 @@ void kv_baseline_apply(const kv_baseline *b, kv_result_list *results, int *n_xfa
             if (is_failure(r->status)) e->failing++;
         }
     }
-    for (int i = 0; i < results->n; i++) {
+}
+
+void kv_baseline_mark(const kv_baseline *b, kv_result_list *results, int *n_xfail, int *n_xpass) {
+    int nx = 0, np = 0;
+    for (int i = 0; b != NULL && results != NULL && i < results->n; i++) {
         kv_check_result *r = &results->items[i];
         if (r->status != KV_RESULT_FAIL && r->status != KV_RESULT_CRASH && r->status != KV_RESULT_TIMEOUT &&
             r->status != KV_RESULT_PASS)
@@ -394,4 +395,10 @@ void kv_baseline_apply(const kv_baseline *b, kv_result_list *results, int *n_xfa
     }
     if (n_xfail) *n_xfail = nx;
     if (n_xpass) *n_xpass = np;
+}
+
+void kv_baseline_apply(const kv_baseline *b, kv_result_list *results, int *n_xfail, int *n_xpass) {
+    kv_baseline_reset(b);
+    kv_baseline_tally(b, results);
+    kv_baseline_mark(b, results, n_xfail, n_xpass);
 }

@@ -62,4 +62,11 @@ int kv_baseline_notes(const kv_baseline *b, FILE *out);
  * be NULL) get the number of results changed to each. */
 void kv_baseline_apply(const kv_baseline *b, kv_result_list *results, int *n_xfail, int *n_xpass);
 
+/* kv_baseline_apply in parts, for rows that come in batches (kvrun reads
+ * them back case by case): reset, tally every batch (what each entry
+ * matches, and whether it matches a failure), then mark every batch. */
+void kv_baseline_reset(const kv_baseline *b);
+void kv_baseline_tally(const kv_baseline *b, const kv_result_list *rows);
+void kv_baseline_mark(const kv_baseline *b, kv_result_list *rows, int *n_xfail, int *n_xpass);
+
 #endif

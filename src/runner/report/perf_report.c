@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runner/report/plot.h"
 #include "runner/report/report_internal.h"
 
 /* GB/s or GFLOP/s: bytes (FLOPs) per nanosecond. 0 when unknown. */
@@ -29,6 +30,7 @@ static json_t *perf_row_json(const kv_perf_row *row) {
     bad |= json_object_set_new(o, "variant", json_string(row->variant));
     bad |= json_object_set_new(o, "median_ns", t ? json_integer((json_int_t)row->median_ns) : json_null());
     bad |= json_object_set_new(o, "min_ns", t ? json_integer((json_int_t)row->min_ns) : json_null());
+    bad |= json_object_set_new(o, "max_ns", t ? json_integer((json_int_t)row->max_ns) : json_null());
     bad |= json_object_set_new(o, "reps", json_integer(row->reps));
     bad |= json_object_set_new(o, row->is_flops ? "gflops" : "gbps", perf_num_or_null(rate, rate > 0.0));
     bad |= json_object_set_new(o, "speedup", perf_num_or_null(row->speedup, row->speedup > 0.0));
@@ -63,92 +65,214 @@ kv_status kv_perf_write_jsonl(const kv_perf_report *r, const char *path) {
 
 /* ---- perf.html ---- */
 
-#define PERF_LABEL_W 420
-#define PERF_BAR_W 360
-#define PERF_ROW_H 18
+/* The measured limit that bounds a row (its roof): the FMA peak for
+ * GFLOP/s; for GB/s, the in-place update stream for an in-place op
+ * ("add_.Tensor": no read-for-ownership), the read stream for a reduction
+ * (sum, mean: reads only), the triad for the rest (two reads, a write). */
+static kv_limit perf_roof(const kv_perf_report *r, const kv_perf_row *row) {
+    if (row->is_flops)
+        return r->limits[KV_LIMIT_FMA512].measured ? KV_LIMIT_FMA512 : KV_LIMIT_FMA256;
+    const size_t base = strcspn(row->op, ".");
+    if (base > 0 && row->op[base - 1] == '_') return KV_LIMIT_UPDATE;
+    if (strncmp(row->op, "sum", 3) == 0 || strncmp(row->op, "mean", 4) == 0) return KV_LIMIT_READ;
+    return KV_LIMIT_TRIAD;
+}
 
-/* One op's plot: every row of the op, grouped by (case, backend) pair,
- * a bar per variant scaled to the largest speedup. */
-static void perf_svg(FILE *f, const kv_perf_report *r, const char *op) {
-    double top = 1.0;
-    int lines = 0, last_case = -1;
-    for (int i = 0; i < r->n; i++) {
-        const kv_perf_row *row = &r->rows[i];
-        if (strcmp(row->op, op) != 0) continue;
-        if (row->case_index != last_case) lines++, last_case = row->case_index;
-        lines++;
-        if (row->speedup > top) top = row->speedup;
+static const char *perf_roof_name(kv_limit w) {
+    switch (w) {
+    case KV_LIMIT_FMA256:
+    case KV_LIMIT_FMA512: return "one-core FMA peak";
+    case KV_LIMIT_UPDATE: return "in-place update stream";
+    case KV_LIMIT_READ: return "read stream";
+    case KV_LIMIT_TRIAD: return "triad stream";
+    case KV_LIMIT_COPY:
+    case KV_LIMIT_COUNT: break;
     }
-    const int h = lines * PERF_ROW_H + 24;
-    const int w = PERF_LABEL_W + PERF_BAR_W + 140;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-size=\"12\" "
-               "font-family=\"monospace\">\n", w, h);
-    const double one = PERF_LABEL_W + PERF_BAR_W / top;
-    fprintf(f, "<line x1=\"%.1f\" y1=\"0\" x2=\"%.1f\" y2=\"%d\" stroke=\"#888\" stroke-dasharray=\"4 3\"/>\n", one,
-            one, h - 16);
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">1x (ref)</text>\n", one, h - 4);
-    int y = 0;
-    last_case = -1;
-    for (int i = 0; i < r->n; i++) {
+    return "memcpy";
+}
+
+/* "1.23 ms", "45.6 us", "789 ns". */
+static void perf_fmt_ns(uint64_t ns, char *buf, size_t cap) {
+    if (ns >= 1000000u) snprintf(buf, cap, "%.2f ms", (double)ns / 1e6);
+    else if (ns >= 1000u) snprintf(buf, cap, "%.2f us", (double)ns / 1e3);
+    else snprintf(buf, cap, "%llu ns", (unsigned long long)ns);
+}
+
+static double perf_rate_at(const kv_perf_row *row, uint64_t ns) { return ns > 0 ? row->work / (double)ns : 0.0; }
+
+static void perf_put_head(FILE *f, const kv_perf_report *r) {
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvrun perf</title>\n"
+          "<style>body{font-family:sans-serif;margin:1em 2em;color:#222}h2{font-size:1.15em;margin-top:1.6em}"
+          "h3{font-size:1em;margin:1em 0 .3em}table{border-collapse:collapse;margin:.4em 0}"
+          "td,th{border:1px solid #bbb;padding:2px 6px;text-align:left}th{background:#eee}"
+          ".num{text-align:right;font-variant-numeric:tabular-nums}.chosen{background:#ffe0b2}"
+          ".noplot{color:#b71c1c;font-style:italic}code{word-break:break-all}</style>\n"
+          "</head><body>\n<h1>kvrun --mode=perf</h1>\n<table>\n<tr><th>machine</th><td>",
+          f);
+    kv_report_put_escaped(f, r->machine, false);
+    fprintf(f, "</td></tr>\n<tr><th>repetitions</th><td>%d untimed, then %d timed calls per variant; times are "
+               "per call, output allocation included</td></tr>\n"
+               "<tr><th>tuner</th><td>picked within %d%% of the fastest in %d of %d cases</td></tr>\n</table>\n",
+            r->warmup, r->reps, KV_PERF_WITHIN_PERCENT, r->within, r->judged);
+    fputs("<h2 id=\"limits\">Measured machine limits (the roofs)</h2>\n", f);
+    if (!r->limits_measured) {
+        fputs("<p>Not measured in this run (a fake clock, or no memory for the stream arrays): no roofs.</p>\n", f);
+        return;
+    }
+    fputs("<table>\n<tr><th>limit</th><th>slowest round</th><th>median</th><th>fastest round</th><th>rounds</th></tr>\n", f);
+    for (int w = 0; w < KV_LIMIT_COUNT; w++) {
+        const kv_limit_stat *l = &r->limits[w];
+        if (!l->measured) continue;
+        const char *unit = kv_limit_is_flops((kv_limit)w) ? "GFLOP/s" : "GB/s";
+        fprintf(f, "<tr><td>%s</td><td class=\"num\">%.2f %s</td><td class=\"num\">%.2f %s</td>"
+                   "<td class=\"num\">%.2f %s</td><td class=\"num\">%d</td></tr>\n",
+                kv_limit_name((kv_limit)w), l->min, unit, l->median, unit, l->max, unit, l->rounds);
+    }
+    fputs("</table>\n<p>Each roof below is the median of its limit: the FMA peak for GFLOP/s, and for GB/s the "
+          "read stream (reductions), the in-place update (in-place ops) or the triad (the rest). A kernel's bar is "
+          "its median rate, the error bar spans its slowest and fastest call. The streams run over 64 MiB arrays, "
+          "so a problem whose data fits in the caches can go past its memory roof.</p>\n",
+          f);
+}
+
+/* One (case, backend) pair: the roofline plot (added to the batch) of the
+ * rows [first, end). */
+static int perf_add_plot(kv_plot_batch *pb, const kv_perf_report *r, int first, int end) {
+    const kv_perf_row *row0 = &r->rows[first];
+    const kv_limit roof = perf_roof(r, row0);
+    const double top = r->limits_measured ? r->limits[roof].median : 0.0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&text, &len);
+    if (g == NULL) return -1;
+    fputs("$d << EOD\n", g);
+    double lo = top > 0 ? top : 1.0, hi = top;
+    int nbars = 0;
+    for (int i = first; i < end; i++) {
         const kv_perf_row *row = &r->rows[i];
-        if (strcmp(row->op, op) != 0) continue;
-        if (row->case_index != last_case) {
-            last_case = row->case_index;
-            fprintf(f, "<text x=\"0\" y=\"%d\" font-weight=\"bold\">", y + 13);
-            kv_report_put_escaped(f, row->case_id, false);
-            fprintf(f, " on %s%s</text>\n", kv_key_name(row->backend),
-                    !row->judged ? "" : row->within ? " (choice within 5%)" : " (choice NOT within 5%)");
-            y += PERF_ROW_H;
-        }
-        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", PERF_LABEL_W - 6, y + 13);
+        if (row->failed) continue;
+        const double med = perf_rate(row), slow = perf_rate_at(row, row->max_ns), fast = perf_rate_at(row, row->min_ns);
+        if (med <= 0) continue;
+        if (slow > 0 && slow < lo) lo = slow;
+        if (fast > hi) hi = fast;
+        fprintf(g, "%d %.6g %.6g %.6g 0x%s \"%.*s%s\"\n", nbars++, med, slow, fast, row->chosen ? "e67e22" : "4a7ab5",
+                (int)strcspn(row->variant, "\"\n"), row->variant, row->chosen ? " (chosen)" : "");
+    }
+    fputs("EOD\n", g);
+    const char *unit = row0->is_flops ? "GFLOP/s" : "GB/s";
+    char title[KV_CASE_ID_MAX + 96];
+    snprintf(title, sizeof title, "%s on %s: %s per variant", row0->case_id, kv_key_name(row0->backend), unit);
+    fputs("set title ", g);
+    kv_plot_put_string(g, title);
+    fprintf(g, "\nset logscale y\nset yrange [%.6g:%.6g]\nset ylabel '%s (log scale)'\nset boxwidth 0.6\n"
+               "set style fill solid 0.85 border -1\nset xrange [-0.7:%d.7]\nset grid ytics\nset tmargin 3\n"
+               "set key outside below horizontal\n",
+            lo / 2, hi * 2, unit, nbars > 0 ? nbars - 1 : 0);
+    if (top > 0) {
+        char key[160];
+        snprintf(key, sizeof key, "roof: measured %s, %.2f %s (median)", perf_roof_name(roof), top, unit);
+        fprintf(g, "set arrow from graph 0, first %.6g to graph 1, first %.6g nohead dt 2 lw 2 lc rgb '#c62828'\n", top,
+                top);
+        fputs("plot $d using 1:2:3:4:(0.6):5:xtic(6) with boxerrorbars lc rgb variable title "
+              "'median (error bar: slowest to fastest call)', NaN with lines dt 2 lw 2 lc rgb '#c62828' title ",
+              g);
+        kv_plot_put_string(g, key);
+        fputc('\n', g);
+    } else {
+        fputs("plot $d using 1:2:3:4:(0.6):5:xtic(6) with boxerrorbars lc rgb variable title "
+              "'median (error bar: slowest to fastest call)'\n",
+              g);
+    }
+    fclose(g);
+    const int w = 360 + 90 * nbars;
+    const int k = text != NULL && nbars > 0 ? kv_plot_add(pb, w < 640 ? 640 : (w > 900 ? 900 : w), 330, text) : -1;
+    free(text);
+    return k;
+}
+
+/* The pair's table: absolute times and rates, not only in the plot. */
+static void perf_put_table(FILE *f, const kv_perf_report *r, int first, int end) {
+    const kv_perf_row *row0 = &r->rows[first];
+    const kv_limit roof = perf_roof(r, row0);
+    const double top = r->limits_measured ? r->limits[roof].median : 0.0;
+    const char *unit = row0->is_flops ? "GFLOP/s" : "GB/s";
+    fprintf(f, "<table>\n<tr><th>variant</th><th>median</th><th>fastest</th><th>slowest</th><th>spread</th>"
+               "<th>%s (median)</th><th>of the roof</th><th>speedup over ref</th><th></th></tr>\n",
+            unit);
+    for (int i = first; i < end; i++) {
+        const kv_perf_row *row = &r->rows[i];
+        fprintf(f, "<tr%s><td><code>", row->chosen ? " class=\"chosen\"" : "");
         kv_report_put_escaped(f, row->variant, false);
-        fputs("</text>\n", f);
+        fputs("</code></td>", f);
         if (row->failed) {
-            fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#b00\">error: ", PERF_LABEL_W, y + 13);
+            fputs("<td colspan=\"8\">error: ", f);
             kv_report_put_escaped(f, row->error, false);
-            fputs("</text>\n", f);
-        } else {
-            const double bw = row->speedup > 0.0 ? row->speedup / top * PERF_BAR_W : 0.0;
-            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"%s>", PERF_LABEL_W, y + 2, bw,
-                    PERF_ROW_H - 4, row->chosen ? "#e67e22" : "#4a7ab5",
-                    row->chosen ? " stroke=\"#000\" stroke-width=\"1.5\"" : "");
-            fprintf(f, "<title>median %llu ns, min %llu ns, %.3f %s</title></rect>\n",
-                    (unsigned long long)row->median_ns, (unsigned long long)row->min_ns, perf_rate(row),
-                    row->is_flops ? "GFLOP/s" : "GB/s");
-            fprintf(f, "<text x=\"%.1f\" y=\"%d\">", PERF_LABEL_W + bw + 4, y + 13);
-            if (row->speedup > 0.0) fprintf(f, "%.2fx", row->speedup);
-            else fputs("?", f);
-            fprintf(f, "%s%s</text>\n", row->chosen ? " chosen" : "", row->fastest ? " fastest" : "");
+            fputs("</td></tr>\n", f);
+            continue;
         }
-        y += PERF_ROW_H;
+        char med[32], lo[32], hi[32];
+        perf_fmt_ns(row->median_ns, med, sizeof med);
+        perf_fmt_ns(row->min_ns, lo, sizeof lo);
+        perf_fmt_ns(row->max_ns, hi, sizeof hi);
+        const double spread = row->median_ns ? 100.0 * (double)(row->max_ns - row->min_ns) / (double)row->median_ns : 0;
+        fprintf(f, "<td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
+                   "<td class=\"num\">%.0f%%</td><td class=\"num\">%.3f</td>",
+                med, lo, hi, spread, perf_rate(row));
+        if (top > 0) fprintf(f, "<td class=\"num\">%.2f</td>", perf_rate(row) / top);
+        else fputs("<td></td>", f);
+        if (row->speedup > 0) fprintf(f, "<td class=\"num\">%.2fx</td>", row->speedup);
+        else fputs("<td></td>", f);
+        fprintf(f, "<td>%s%s%s</td></tr>\n", row->chosen ? "chosen" : "", row->chosen && row->fastest ? ", " : "",
+                row->fastest ? "fastest" : "");
     }
-    fputs("</svg>\n", f);
+    fputs("</table>\n", f);
 }
 
 kv_status kv_perf_write_html(const kv_perf_report *r, const char *path) {
+    /* Every plot first, in one gnuplot run (plot.h). */
+    kv_plot_batch *pb = kv_plot_batch_new();
+    if (pb == NULL) return kv_last_error();
+    int *plot = malloc(((size_t)r->n + 1) * sizeof *plot);
+    if (plot == NULL) {
+        kv_plot_batch_free(pb);
+        return kv_error(KV_ERR_OOM, "%s: out of memory", path);
+    }
+    for (int i = 0, end; i < r->n; i = end) {
+        for (end = i + 1; end < r->n && r->rows[end].case_index == r->rows[i].case_index; end++) plot[end] = -1;
+        plot[i] = perf_add_plot(pb, r, i, end);
+    }
+    kv_plot_run(pb);
     kv_report_file rf;
     kv_status st = kv_report_file_open(&rf, path);
-    if (st != KV_OK) return st;
+    if (st != KV_OK) {
+        free(plot);
+        kv_plot_batch_free(pb);
+        return st;
+    }
     FILE *f = rf.f;
-    fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kvrun perf</title>\n"
-          "<style>body{font-family:sans-serif;margin:1em 2em}h2{font-size:1.1em;margin-top:1.5em}</style>\n"
-          "</head><body>\n<h1>kvrun --mode=perf</h1>\n",
-          f);
-    fprintf(f, "<p>Speedup of each kernel variant over the reference (\"ref\") variant, median of the timed calls. "
-               "<span style=\"color:#e67e22\">Orange</span>: the tuner's choice. Tuner picked within %d%% of the "
-               "fastest in %d of %d cases.</p>\n",
-            KV_PERF_WITHIN_PERCENT, r->within, r->judged);
-    for (int i = 0; i < r->n; i++) {
+    perf_put_head(f, r);
+    for (int i = 0, end; i < r->n; i = end) {
+        for (end = i + 1; end < r->n && r->rows[end].case_index == r->rows[i].case_index; end++) {
+        }
         bool seen = false;
         for (int j = 0; j < i && !seen; j++) seen = strcmp(r->rows[j].op, r->rows[i].op) == 0;
-        if (seen) continue;
-        fputs("<h2>", f);
-        kv_report_put_escaped(f, r->rows[i].op, false);
-        fputs("</h2>\n", f);
-        perf_svg(f, r, r->rows[i].op);
+        if (!seen) {
+            fputs("<h2>", f);
+            kv_report_put_escaped(f, r->rows[i].op, false);
+            fputs("</h2>\n", f);
+        }
+        const kv_perf_row *row = &r->rows[i];
+        fputs("<h3><code>", f);
+        kv_report_put_escaped(f, row->case_id, false);
+        fprintf(f, "</code> on %s%s</h3>\n", kv_key_name(row->backend),
+                !row->judged ? "" : row->within ? " (choice within 5%)" : " (choice NOT within 5%)");
+        perf_put_table(f, r, i, end);
+        if (plot[i] >= 0) kv_plot_put(pb, plot[i], f);
     }
     if (r->n == 0) fputs("<p>No case was measured.</p>\n", f);
     fputs("</body></html>\n", f);
+    free(plot);
+    kv_plot_batch_free(pb);
     return kv_report_file_close(&rf);
 }
 

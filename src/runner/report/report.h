@@ -140,6 +140,26 @@ int kv_report_hits_format(const kv_report_hits *h, char *buf, int cap);
  * `N passed, N failed, N skipped`. `meta` may be NULL. */
 void kv_report_console(FILE *out, const kv_result_list *results, const kv_report_meta *meta);
 
+/* ---- building a report folder row by row (report_build.c) ----
+ * What kvrun uses, so that its memory does not grow with the number of
+ * cases: each row goes to results.jsonl (PATH.tmp until finish) and the
+ * junit.xml spool as it is added; counts, small per-op/backend/check
+ * tables and the rows that are not PASS, SKIP or UNSUPPORTED are kept;
+ * finish writes every other report from them. Add the rows in the order
+ * the reports should list them (kvrun: case order). */
+typedef struct kv_report_build kv_report_build;
+/* Creates `dir` (mkdir -p); NULL on error (message set). Only
+ * meta->flaky_fail is read here (junit.xml writes rows at once). */
+kv_report_build *kv_report_build_begin(const char *dir, const kv_report_meta *meta);
+kv_status kv_report_build_add(kv_report_build *b, const kv_check_result *r);
+/* Writes every report; the first error is returned, after trying all. */
+kv_status kv_report_build_finish(kv_report_build *b, const kv_report_meta *meta);
+/* kv_report_console and kv_report_exit_code_flaky of the rows added. */
+void kv_report_build_console(const kv_report_build *b, FILE *out, const kv_report_meta *meta);
+int kv_report_build_exit_code(const kv_report_build *b, bool flaky_fail);
+int64_t kv_report_build_rows(const kv_report_build *b);
+void kv_report_build_free(kv_report_build *b);
+
 /* Creates `dir` (mkdir -p) and writes every file listed above into it. */
 kv_status kv_report_write_all(const kv_result_list *results, const kv_report_meta *meta,
                               const char *dir);
@@ -178,6 +198,14 @@ kv_status kv_report_write_accuracy_jsonl(const kv_result_list *results, const kv
 typedef struct kv_report_stream {
     int fd;                      /* -1: closed */
     char *path;
+    int64_t size;                /* bytes in the file: where the next append lands */
+    /* Where each case's rows are (kv_report_stream_index): the byte range
+     * of its last append, so that kvrun can read them back in case order
+     * at the end instead of holding them. off[i] < 0: none yet. */
+    int ncases;
+    int64_t *off, *len;
+    unsigned char *bad;          /* the case has a FAIL, ERROR, CRASH or TIMEOUT row */
+    kv_result_list *mem;         /* rows an append could not write (disk full): held here instead */
 } kv_report_stream;
 
 /* Marks `dir` in progress (meta must say incomplete) and opens its
@@ -185,11 +213,24 @@ typedef struct kv_report_stream {
 kv_status kv_report_begin(const char *dir, const kv_report_meta *meta, bool resume, kv_report_stream *s);
 /* Appends rows, one JSON line each, in one write. */
 kv_status kv_report_stream_rows(kv_report_stream *s, const kv_result_list *rows);
+/* Sets up the index of `ncases` cases (none has rows yet). */
+kv_status kv_report_stream_index(kv_report_stream *s, int ncases);
+/* Appends case ci's rows and records where they are; a case appended
+ * again (a --retry's final rows) is read back from its last append. When
+ * the write fails the rows are held in memory instead (and the error is
+ * returned, so the caller can say so once). */
+kv_status kv_report_stream_case(kv_report_stream *s, int ci, const kv_result_list *rows);
+/* Whether case ci has rows, and whether one of them failed. */
+bool kv_report_stream_has(const kv_report_stream *s, int ci);
+bool kv_report_stream_bad(const kv_report_stream *s, int ci);
+/* Appends case ci's rows, read back, to `out`. */
+kv_status kv_report_stream_read_case(kv_report_stream *s, int ci, kv_result_list *out);
+/* --resume: indexes the rows already in the file. ids[i] is case i's ID;
+ * rows of other cases are left out, a case's last group of rows wins, and
+ * a last line cut by a kill is removed from the file (that case reruns).
+ * *found gets the number of cases with rows. */
+kv_status kv_report_stream_scan(kv_report_stream *s, const char *const *ids, int n, int *found);
 void kv_report_stream_close(kv_report_stream *s);
-/* Reads a results.jsonl that a killed run may have cut: a last line
- * without its newline is dropped (*cut = 1), any other bad line is an
- * error naming path:line. */
-kv_status kv_report_read_partial(const char *path, kv_result_list *out, int *cut);
 
 /* mkdir -p: every missing component is created (0777 & ~umask). */
 kv_status kv_report_mkdirs(const char *dir);

@@ -11,6 +11,7 @@
  * the form the README quotes. accuracy.jsonl has one object per group. */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
+#include "runner/report/report_agg.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -19,86 +20,13 @@
 
 #include "runner/check/ulp_hist.h"
 
-#define ACC_PREFIX "accuracy:"
-
-#define ACC_LABEL_MAX 160
-
-typedef struct acc_group {
-    char op[ACC_LABEL_MAX];      /* the op, and its args when the case has any: "gelu (approximate=tanh)" */
-    kv_dtype dtype;
-    const char *variant;         /* "CPU/avx2", "SIM" */
-    int64_t cases, failed, elements;
-    double max;
-    int64_t hist[KV_ULP_BINS];
-} acc_group;
-
+/* A view of the aggregate's groups (report_agg.c gathers them). */
 typedef struct acc_table {
-    acc_group *g;
-    int n, cap;
+    const kv_agg_acc *g;
+    int n;
 } acc_table;
 
-static bool acc_row(const kv_check_result *r) {
-    return strncmp(r->check, ACC_PREFIX, strlen(ACC_PREFIX)) == 0 && r->ulp_elements > 0;
-}
-
-/* The op with the case's args= (from its ID, where pairs are joined by
- * ';'), so gelu's two approximations and pow's exponents get rows of their
- * own. */
-static void acc_label(const kv_check_result *r, char *buf, int cap) {
-    const char *a = strstr(r->case_id, ",args=");
-    if (a == NULL) a = strstr(r->case_id, "(args=");
-    if (a == NULL) {
-        snprintf(buf, (size_t)cap, "%s", r->op);
-        return;
-    }
-    a += strlen(",args=");
-    size_t n = strcspn(a, ",)");
-    snprintf(buf, (size_t)cap, "%s (%.*s)", r->op, (int)n, a);
-}
-
-static int acc_cmp(const void *pa, const void *pb) {
-    const acc_group *a = pa, *b = pb;
-    int c = strcmp(a->op, b->op);
-    if (c == 0) c = (int)a->dtype - (int)b->dtype;
-    if (c == 0) c = strcmp(a->variant, b->variant);
-    return c;
-}
-
-static kv_status acc_collect(const kv_result_list *results, acc_table *t) {
-    memset(t, 0, sizeof *t);
-    for (int i = 0; i < results->n; i++) {
-        const kv_check_result *r = &results->items[i];
-        if (!acc_row(r)) continue;
-        const char *variant = r->check + strlen(ACC_PREFIX);
-        char label[ACC_LABEL_MAX];
-        acc_label(r, label, (int)sizeof label);
-        acc_group *g = NULL;
-        for (int j = 0; j < t->n && g == NULL; j++)
-            if (strcmp(t->g[j].op, label) == 0 && t->g[j].dtype == r->dtype && strcmp(t->g[j].variant, variant) == 0)
-                g = &t->g[j];
-        if (g == NULL) {
-            if (t->n == t->cap) {
-                const int cap = t->cap ? 2 * t->cap : 64;
-                acc_group *ng = realloc(t->g, (size_t)cap * sizeof *ng);
-                if (ng == NULL) return kv_error(KV_ERR_OOM, "accuracy report: out of memory");
-                t->g = ng;
-                t->cap = cap;
-            }
-            g = &t->g[t->n++];
-            memset(g, 0, sizeof *g);
-            snprintf(g->op, sizeof g->op, "%s", label);
-            g->dtype = r->dtype;
-            g->variant = variant;
-        }
-        g->cases++;
-        if (kv_result_status_is_bad(r->status)) g->failed++;
-        g->elements += r->ulp_elements;
-        if (r->ulp_max > g->max) g->max = r->ulp_max;
-        for (int b = 0; b < KV_ULP_BINS; b++) g->hist[b] += r->ulp_hist[b];
-    }
-    if (t->n > 1) qsort(t->g, (size_t)t->n, sizeof *t->g, acc_cmp);
-    return KV_OK;
-}
+typedef kv_agg_acc acc_group;
 
 static double acc_p999(const acc_group *g) { return kv_ulp_quantile(g->hist, 0.999, g->max); }
 
@@ -203,32 +131,45 @@ static kv_status acc_write_jsonl(FILE *f, const acc_table *t) {
     return KV_OK;
 }
 
-static kv_status acc_write(const kv_result_list *results, const char *path, bool md) {
-    acc_table t;
-    kv_status st = acc_collect(results, &t);
-    if (st != KV_OK || t.n == 0) {
-        free(t.g);
-        return st;
-    }
+static kv_status acc_write(const kv_report_agg *a, const char *path, bool md) {
+    const acc_table t = { a->acc, a->nacc };
+    if (t.n == 0) return KV_OK;
     kv_report_file rf;
-    st = kv_report_file_open(&rf, path);
+    kv_status st = kv_report_file_open(&rf, path);
     if (st == KV_OK) {
         if (md) acc_write_md(rf.f, &t);
         else st = acc_write_jsonl(rf.f, &t);
         if (st == KV_OK) st = kv_report_file_close(&rf);
         else kv_report_file_discard(&rf);
     }
-    free(t.g);
+    return st;
+}
+
+kv_status kv_report_accuracy_agg(const kv_report_agg *a, const kv_report_meta *meta, const char *path) {
+    (void)meta;
+    return acc_write(a, path, true);
+}
+
+kv_status kv_report_accuracy_jsonl_agg(const kv_report_agg *a, const kv_report_meta *meta, const char *path) {
+    (void)meta;
+    return acc_write(a, path, false);
+}
+
+static kv_status acc_write_list(const kv_result_list *results, const char *path, bool md) {
+    kv_report_agg a;
+    kv_status st = kv_report_agg_of(&a, results);
+    if (st == KV_OK) st = acc_write(&a, path, md);
+    kv_report_agg_free(&a);
     return st;
 }
 
 kv_status kv_report_write_accuracy(const kv_result_list *results, const kv_report_meta *meta, const char *path) {
     (void)meta;
-    return acc_write(results, path, true);
+    return acc_write_list(results, path, true);
 }
 
 kv_status kv_report_write_accuracy_jsonl(const kv_result_list *results, const kv_report_meta *meta,
                                          const char *path) {
     (void)meta;
-    return acc_write(results, path, false);
+    return acc_write_list(results, path, false);
 }

@@ -2,6 +2,7 @@
  * the end of a CI log shows what broke and how to reproduce it. */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
+#include "runner/report/report_agg.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -69,14 +70,14 @@ void kv_report_put_problem(FILE *out, const kv_check_result *r) {
     }
 }
 
-static void put_header(FILE *out, const kv_result_list *results, const kv_report_meta *meta) {
-    const int n = results ? results->n : 0;
+static void put_header(FILE *out, const kv_report_agg *a, const kv_report_meta *meta) {
+    const int64_t n = a->nrows;
     fputs("== kvrun", out);
     if (meta && meta->run_name[0]) {
         fputs(" ", out);
         put_text(out, meta->run_name);
     }
-    fprintf(out, ": %d result%s", n, n == 1 ? "" : "s");
+    fprintf(out, ": %lld result%s", (long long)n, n == 1 ? "" : "s");
     if (meta) {
         fprintf(out, " of %lld case%s, seed %llu", (long long)meta->ncases, meta->ncases == 1 ? "" : "s",
                 (unsigned long long)meta->seed);
@@ -119,52 +120,44 @@ static void put_header(FILE *out, const kv_result_list *results, const kv_report
     }
 }
 
-#define KV_CONSOLE_OUTPUTS_SHOWN 5
-
 /* Cases whose code printed something (a plugin's debug lines, captured by
  * the workers): every row of such a case carries it, and a passing case
  * has no problem entry to show it under, so the first few are named here
- * with their first line. Rows of one case are adjacent. */
-static void put_outputs(FILE *out, const kv_result_list *results) {
-    const int n = results ? results->n : 0;
-    int ncases = 0;
-    const char *last = NULL;
-    for (int i = 0; i < n; i++) {
-        const kv_check_result *r = &results->items[i];
-        if (!r->output[0] || (last && strcmp(last, r->case_id) == 0)) continue;
-        last = r->case_id;
-        ncases++;
-    }
+ * with their first line (report_agg.c keeps them). */
+static void put_outputs(FILE *out, const kv_report_agg *a) {
+    const int64_t ncases = a->output_cases;
     if (ncases == 0) return;
-    fprintf(out, "== %d case%s printed to stdout/stderr (\"output\" in results.jsonl):\n", ncases,
+    fprintf(out, "== %lld case%s printed to stdout/stderr (\"output\" in results.jsonl):\n", (long long)ncases,
             ncases == 1 ? "" : "s");
-    int shown = 0;
-    last = NULL;
-    for (int i = 0; i < n && shown < KV_CONSOLE_OUTPUTS_SHOWN; i++) {
-        const kv_check_result *r = &results->items[i];
-        if (!r->output[0] || (last && strcmp(last, r->case_id) == 0)) continue;
-        last = r->case_id;
-        const char *nl = strchr(r->output, '\n');
-        char first[160];
-        snprintf(first, sizeof first, "%.*s%s", (int)(nl ? nl - r->output : (ptrdiff_t)strlen(r->output)),
-                 r->output, nl ? " ..." : "");
+    const int shown = ncases < KV_AGG_OUTPUTS_SHOWN ? (int)ncases : KV_AGG_OUTPUTS_SHOWN;
+    for (int k = 0; k < shown; k++) {
         fputs(INDENT, out);
-        put_text(out, r->case_id);
+        put_text(out, a->output_ids[k]);
         fputs(": ", out);
-        put_text(out, first);
+        put_text(out, a->output_first[k]);
         fputc('\n', out);
-        shown++;
     }
-    if (ncases > shown) fprintf(out, INDENT "... and %d more\n", ncases - shown);
+    if (ncases > shown) fprintf(out, INDENT "... and %lld more\n", (long long)(ncases - shown));
 }
 
 void kv_report_console(FILE *out, const kv_result_list *results, const kv_report_meta *meta) {
     if (out == NULL) return;
-    put_header(out, results, meta);
-    int64_t c[KV_RESULT_STATUS_COUNT];
-    kv_result_list_counts(results, c);
-    const int n = results ? results->n : 0;
-    if (n == 0) fputs("== no results: the run selected no cases\n", out);
+    kv_report_agg a;
+    if (kv_report_agg_of(&a, results) != KV_OK) {
+        fprintf(out, "== kvrun: %s\n", kv_last_error_message());
+        return;
+    }
+    kv_report_console_agg(out, &a, meta);
+    kv_report_agg_free(&a);
+}
+
+void kv_report_console_agg(FILE *out, const kv_report_agg *a, const kv_report_meta *meta) {
+    if (out == NULL) return;
+    put_header(out, a, meta);
+    const int64_t *c = a->counts;
+    const kv_result_list *kept = &a->kept;
+    const int n = kept->n;
+    if (a->nrows == 0) fputs("== no results: the run selected no cases\n", out);
 
     /* Flakes before the problems: they passed in the end, but each one is
      * named with how it failed, so a flaky kernel is seen, not buried. */
@@ -172,16 +165,16 @@ void kv_report_console(FILE *out, const kv_result_list *results, const kv_report
         fprintf(out, "== %lld flaky (failed, then passed on a retry; %s):\n", (long long)c[KV_RESULT_FLAKY],
                 meta && meta->flaky_fail ? "--flaky=fail: the run fails" : "--flaky=fail would fail the run");
         for (int i = 0; i < n; i++)
-            if (results->items[i].status == KV_RESULT_FLAKY) kv_report_put_problem(out, &results->items[i]);
+            if (kept->items[i].status == KV_RESULT_FLAKY) kv_report_put_problem(out, &kept->items[i]);
     }
     int64_t nbad = 0;
-    for (int i = 0; i < n; i++) nbad += kv_result_status_is_bad(results->items[i].status);
+    for (int i = 0; i < n; i++) nbad += kv_result_status_is_bad(kept->items[i].status);
     if (nbad > 0) {
         fprintf(out, "== %lld problem%s:\n", (long long)nbad, nbad == 1 ? "" : "s");
         for (int i = 0; i < n; i++)
-            if (kv_result_status_is_bad(results->items[i].status)) kv_report_put_problem(out, &results->items[i]);
+            if (kv_result_status_is_bad(kept->items[i].status)) kv_report_put_problem(out, &kept->items[i]);
     }
-    put_outputs(out, results);
+    put_outputs(out, a);
     if (c[KV_RESULT_XPASS] > 0)
         fprintf(out, "== the baseline is stale: %lld unexpected pass%s (XPASS); remove %s entr%s from the baseline file\n",
                 (long long)c[KV_RESULT_XPASS], c[KV_RESULT_XPASS] == 1 ? "" : "es",
@@ -190,33 +183,24 @@ void kv_report_console(FILE *out, const kv_result_list *results, const kv_report
     /* Cases with no stored golden that ran against the live reference
      * (check_golden.c): shown, so a pass against the live reference is
      * never mistaken for a pass against the store. */
-    int64_t nlive = 0;
-    const kv_check_result *first_live = NULL;
-    for (int i = 0; i < n; i++) {
-        const kv_check_result *r = &results->items[i];
-        if (r->status != KV_RESULT_SKIP || strncmp(r->message, "live reference:", 15) != 0) continue;
-        if (nlive++ == 0) first_live = r;
-    }
+    const int64_t nlive = a->live;
     if (nlive > 0)
         fprintf(out, "== live reference: %lld case%s had no stored golden and %s compared against the reference "
                 "kernel run live (e.g. %s); --golden=store makes that an ERROR\n",
-                (long long)nlive, nlive == 1 ? "" : "s", nlive == 1 ? "was" : "were", first_live->case_id);
+                (long long)nlive, nlive == 1 ? "" : "s", nlive == 1 ? "was" : "were", a->first_live);
 
-    kv_report_hits hits[KV_REPORT_GATES];
-    if (kv_report_hit_rates(results, hits) > 0) {
-        for (int g = 0; g < KV_REPORT_GATES; g++) {
-            if (hits[g].cases == 0) continue;
-            char line[512];
-            kv_report_hits_format(&hits[g], line, (int)sizeof line);
-            fprintf(out, "== fast-path hit rate, %s\n", line);
-        }
+    for (int g = 0; g < KV_REPORT_GATES; g++) {
+        if (a->hits[g].cases == 0) continue;
+        char line[512];
+        kv_report_hits_format(&a->hits[g], line, (int)sizeof line);
+        fprintf(out, "== fast-path hit rate, %s\n", line);
     }
     /* FLAKY only when there is one: the line stays what scripts grep. */
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
         if (s != KV_RESULT_FLAKY || c[s] > 0)
             fprintf(out, "%s%s %lld", s ? ", " : "", kv_result_status_name((kv_result_status)s), (long long)c[s]);
     fputc('\n', out);
-    kv_report_totals t = kv_report_totals_of(results);
+    kv_report_totals t = kv_report_agg_totals(a);
     fprintf(out, "%lld passed, %lld failed, %lld skipped", (long long)t.passed, (long long)t.failed,
             (long long)t.skipped);
     if (t.flaky > 0) fprintf(out, ", %lld flaky", (long long)t.flaky);

@@ -7,6 +7,7 @@
  * them, so an entry would only be reported as matching nothing. */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
+#include "runner/report/report_agg.h"
 
 #include <string.h>
 
@@ -28,6 +29,16 @@ static void put_comment(FILE *f, const char *msg) {
 kv_status kv_report_write_failures(const kv_result_list *results, const kv_report_meta *meta, const char *path) {
     if (results == NULL)
         return kv_error(KV_ERR_INVALID_ARG, "kv_report_write_failures: argument 'results': is NULL");
+    kv_report_agg a;
+    kv_status st = kv_report_agg_of(&a, results);
+    if (st == KV_OK) st = kv_report_failures_agg(&a, meta, path);
+    kv_report_agg_free(&a);
+    return st;
+}
+
+/* Every failing row is a kept one (report_agg.h). */
+kv_status kv_report_failures_agg(const kv_report_agg *a, const kv_report_meta *meta, const char *path) {
+    const kv_result_list *results = &a->kept;
     kv_report_file rf;
     kv_status st = kv_report_file_open(&rf, path);
     if (st != KV_OK) return st;

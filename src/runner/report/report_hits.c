@@ -4,6 +4,7 @@
  * on (check_fastpath.c). Computed from the results alone, so a merged
  * report of several shards shows the rates of the whole run. */
 #include "runner/report/report.h"
+#include "runner/report/report_agg.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -34,26 +35,31 @@ static bool hits_ran(kv_result_status s) {
     return false;
 }
 
-int kv_report_hit_rates(const kv_result_list *results, kv_report_hits hits[KV_REPORT_GATES]) {
+void kv_report_hits_init(kv_report_hits hits[KV_REPORT_GATES]) {
     memset(hits, 0, KV_REPORT_GATES * sizeof *hits);
     for (int g = 0; g < KV_REPORT_GATES; g++) hits[g].gate = k_gates[g];
-    for (int i = 0; results != NULL && i < results->n; i++) {
-        const kv_check_result *r = &results->items[i];
-        if (strncmp(r->check, "fastpath:", 9) != 0 || !hits_ran(r->status)) continue;
-        for (int g = 0; g < KV_REPORT_GATES; g++) {
-            if (strcmp(r->check + 9, k_gates[g]) != 0) continue;
-            kv_report_hits *h = &hits[g];
-            const bool hit = r->fast_calls + r->manual_calls > 0;
-            const bool lm = hits_lazy_or_mode(r->case_id);
-            h->cases++;
-            h->cases_hit += hit;
-            h->plain_cases += !lm;
-            h->plain_hit += !lm && hit;
-            h->fast += r->fast_calls;
-            h->manual += r->manual_calls;
-            h->slow += r->slow_calls;
-        }
+}
+
+void kv_report_hits_add(kv_report_hits hits[KV_REPORT_GATES], const kv_check_result *r) {
+    if (strncmp(r->check, "fastpath:", 9) != 0 || !hits_ran(r->status)) return;
+    for (int g = 0; g < KV_REPORT_GATES; g++) {
+        if (strcmp(r->check + 9, k_gates[g]) != 0) continue;
+        kv_report_hits *h = &hits[g];
+        const bool hit = r->fast_calls + r->manual_calls > 0;
+        const bool lm = hits_lazy_or_mode(r->case_id);
+        h->cases++;
+        h->cases_hit += hit;
+        h->plain_cases += !lm;
+        h->plain_hit += !lm && hit;
+        h->fast += r->fast_calls;
+        h->manual += r->manual_calls;
+        h->slow += r->slow_calls;
     }
+}
+
+int kv_report_hit_rates(const kv_result_list *results, kv_report_hits hits[KV_REPORT_GATES]) {
+    kv_report_hits_init(hits);
+    for (int i = 0; results != NULL && i < results->n; i++) kv_report_hits_add(hits, &results->items[i]);
     int n = 0;
     for (int g = 0; g < KV_REPORT_GATES; g++) n += hits[g].cases > 0;
     return n;

@@ -7,6 +7,8 @@
  * green suite). All text from results goes through kv_report_put_escaped. */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
+#include "runner/report/report_agg.h"
+#include "runner/report/plot.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -39,7 +41,8 @@ static void put_style(FILE *f) {
           "code{word-break:break-all}\n"
           ".problem{border-left:6px solid #c62828;padding-left:.8em;margin:1em 0}\n"
           ".num{text-align:right;font-variant-numeric:tabular-nums}\n"
-          ".final{font-weight:bold;font-size:1.1em}\n",
+          ".final{font-weight:bold;font-size:1.1em}\n"
+          ".plot{margin:.5em 0}.noplot{color:#b71c1c;font-style:italic}\n",
           f);
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
         fprintf(f, ".st-%s{background:%s}\n", kv_result_status_name((kv_result_status)s),
@@ -52,7 +55,7 @@ static void put_status_cell(FILE *f, kv_result_status s) {
     fprintf(f, "<td class=\"st-%s\">%s</td>", name, name);
 }
 
-static void put_head(FILE *f, const kv_result_list *results, const kv_report_meta *meta) {
+static void put_head(FILE *f, const kv_report_agg *a, const kv_report_meta *meta) {
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>kvsuite report", f);
     if (meta->run_name[0]) {
         fputs(": ", f);
@@ -79,7 +82,7 @@ static void put_head(FILE *f, const kv_result_list *results, const kv_report_met
     fprintf(f, "<tr><th>wall time</th><td>%.2f s</td></tr>\n", meta->wall_seconds);
     fprintf(f, "<tr><th>seed</th><td>%llu</td></tr>\n", (unsigned long long)meta->seed);
     fprintf(f, "<tr><th>cases</th><td>%lld</td></tr>\n", (long long)meta->ncases);
-    fprintf(f, "<tr><th>results</th><td>%d</td></tr>\n", results->n);
+    fprintf(f, "<tr><th>results</th><td>%lld</td></tr>\n", (long long)a->nrows);
     if (meta->shard_n > 0) fprintf(f, "<tr><th>shard</th><td>%d/%d</td></tr>\n", meta->shard_k, meta->shard_n);
     if (meta->merged_from > 0)
         fprintf(f, "<tr><th>merged from</th><td>%d report folders</td></tr>\n", meta->merged_from);
@@ -88,9 +91,8 @@ static void put_head(FILE *f, const kv_result_list *results, const kv_report_met
     fputs("</code></td></tr>\n</table>\n", f);
 }
 
-static void put_summary(FILE *f, const kv_result_list *results) {
-    int64_t c[KV_RESULT_STATUS_COUNT];
-    kv_result_list_counts(results, c);
+static void put_summary(FILE *f, const kv_report_agg *a) {
+    const int64_t *c = a->counts;
     fputs("<h2 id=\"summary\">Summary</h2>\n<table>\n<tr>", f);
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) fprintf(f, "<th>%s</th>", kv_result_status_name((kv_result_status)s));
     fputs("</tr>\n<tr>", f);
@@ -98,7 +100,7 @@ static void put_summary(FILE *f, const kv_result_list *results) {
         fprintf(f, "<td class=\"num%s%s\">%lld</td>", c[s] ? " st-" : "", c[s] ? kv_result_status_name((kv_result_status)s) : "",
                 (long long)c[s]);
     fputs("</tr>\n</table>\n", f);
-    kv_report_totals t = kv_report_totals_of(results);
+    kv_report_totals t = kv_report_agg_totals(a);
     fprintf(f, "<p class=\"final\">%lld passed, %lld failed, %lld skipped", (long long)t.passed,
             (long long)t.failed, (long long)t.skipped);
     if (t.flaky > 0) fprintf(f, ", %lld flaky", (long long)t.flaky);
@@ -106,7 +108,7 @@ static void put_summary(FILE *f, const kv_result_list *results) {
     if (c[KV_RESULT_XPASS] > 0)
         fprintf(f, "<p>The baseline is stale: %lld unexpected pass(es) (XPASS); remove those entries from the baseline file.</p>\n",
                 (long long)c[KV_RESULT_XPASS]);
-    if (results->n == 0) fputs("<p>No results: the run selected no cases.</p>\n", f);
+    if (a->nrows == 0) fputs("<p>No results: the run selected no cases.</p>\n", f);
 }
 
 static void put_double_cell(FILE *f, double v, bool ulp) {
@@ -116,7 +118,8 @@ static void put_double_cell(FILE *f, double v, bool ulp) {
     fprintf(f, "<td class=\"num\">%s</td>", buf);
 }
 
-static void put_problem(FILE *f, const kv_check_result *r) {
+/* `heat`: the plot of where its output differs (plot.h), -1 for none. */
+static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, int heat) {
     fputs("<div class=\"problem\">\n<h3>", f);
     fprintf(f, "<span class=\"st-%s\">%s</span> <code>", kv_result_status_name(r->status), kv_result_status_name(r->status));
     kv_report_put_escaped(f, r->case_id, false);
@@ -159,6 +162,11 @@ static void put_problem(FILE *f, const kv_check_result *r) {
         fputs("</table>\n", f);
         if (r->mismatched > nm) fprintf(f, "<p>... and %lld more.</p>\n", (long long)(r->mismatched - nm));
     }
+    if (heat >= 0) {
+        fputs("<div class=\"plot\">\n", f);
+        kv_plot_put(pb, heat, f);
+        fputs("</div>\n", f);
+    }
     if (r->repro[0]) {
         fputs("<p>repro:</p><pre>", f);
         kv_report_put_escaped(f, r->repro, false);
@@ -171,12 +179,13 @@ static void put_problem(FILE *f, const kv_check_result *r) {
  * failures would otherwise make a page nobody can open). */
 #define HTML_MAX_PROBLEMS 200
 
-static void put_failures(FILE *f, const kv_result_list *results) {
+static void put_failures(FILE *f, const kv_report_agg *a, kv_plot_batch *pb, const int *heat) {
+    const kv_result_list *results = &a->kept;
     fputs("<h2 id=\"failures\">Failures</h2>\n", f);
     int n = 0;
     for (int i = 0; i < results->n; i++) {
         if (!kv_result_status_is_bad(results->items[i].status)) continue;
-        if (n++ < HTML_MAX_PROBLEMS) put_problem(f, &results->items[i]);
+        if (n++ < HTML_MAX_PROBLEMS) put_problem(f, &results->items[i], pb, heat[i]);
     }
     if (n == 0) fputs("<p>None.</p>\n", f);
     if (n > HTML_MAX_PROBLEMS)
@@ -189,251 +198,83 @@ static void put_failures(FILE *f, const kv_result_list *results) {
     for (int i = 0; i < results->n; i++) {
         if (results->items[i].status != KV_RESULT_FLAKY) continue;
         if (nf++ == 0) fputs("<h2 id=\"flaky\">Flaky (failed, then passed on a retry)</h2>\n", f);
-        if (nf <= HTML_MAX_PROBLEMS) put_problem(f, &results->items[i]);
+        if (nf <= HTML_MAX_PROBLEMS) put_problem(f, &results->items[i], pb, heat[i]);
     }
     if (nf > HTML_MAX_PROBLEMS)
         fprintf(f, "<p>... and %d more flaky rows, in <code>" KV_REPORT_JSONL "</code>.</p>\n", nf - HTML_MAX_PROBLEMS);
 }
 
-/* ---- op x dtype matrix ---- */
+/* ---- op x dtype matrix, support matrix, per-op summary ---- */
 
-typedef struct op_ref {
-    const char *op; /* points into a result */
-} op_ref;
-
-static int cmp_op(const void *a, const void *b) {
-    return strcmp(((const op_ref *)a)->op, ((const op_ref *)b)->op);
+static int worst_of_seen(unsigned seen) {
+    int w = -1;
+    for (int st = 0; st < (int)KV_RESULT_STATUS_COUNT; st++)
+        if ((seen >> st) & 1u &&
+            (w < 0 || kv_result_status_severity((kv_result_status)st) > kv_result_status_severity((kv_result_status)w)))
+            w = st;
+    return w;
 }
 
-/* One entry per distinct op, sorted by name; *nops gets the count and
- * ops_of[i] the position of result i's op in the array. */
-static op_ref *distinct_ops(const kv_result_list *results, int *nops, int *ops_of) {
-    op_ref *ops = malloc(((size_t)results->n + 1) * sizeof *ops);
-    if (ops == NULL) return NULL;
-    int n = 0;
-    for (int i = 0; i < results->n; i++) {
-        int k = 0;
-        while (k < n && strcmp(ops[k].op, results->items[i].op) != 0) k++;
-        if (k == n) ops[n++] = (op_ref){ results->items[i].op };
-    }
-    qsort(ops, (size_t)n, sizeof *ops, cmp_op);
-    for (int i = 0; i < results->n; i++) {
-        int lo = 0, hi = n - 1;
-        while (lo < hi) {
-            int mid = (lo + hi) / 2;
-            if (strcmp(ops[mid].op, results->items[i].op) < 0) lo = mid + 1;
-            else hi = mid;
-        }
-        ops_of[i] = lo;
-    }
-    *nops = n;
-    return ops;
+/* The ops sorted by name (the aggregate keeps them in order of first
+ * appearance). */
+static const kv_report_agg *g_sort_agg;
+static int cmp_op_index(const void *pa, const void *pb) {
+    return strcmp(g_sort_agg->ops[*(const int *)pa].op, g_sort_agg->ops[*(const int *)pb].op);
 }
 
-static kv_status put_matrix(FILE *f, const kv_result_list *results, const char *path) {
+static int *ops_sorted(const kv_report_agg *a) {
+    int *order = malloc(((size_t)a->nops + 1) * sizeof *order);
+    if (order == NULL) return NULL;
+    for (int i = 0; i < a->nops; i++) order[i] = i;
+    g_sort_agg = a;
+    qsort(order, (size_t)a->nops, sizeof *order, cmp_op_index);
+    g_sort_agg = NULL;
+    return order;
+}
+
+static void put_op_name_cell(FILE *f, const char *op) {
+    fputs("<tr><th><code>", f);
+    kv_report_put_escaped(f, op, false);
+    fputs("</code></th>", f);
+}
+
+static void put_matrix(FILE *f, const kv_report_agg *a, const int *order) {
     fputs("<h2 id=\"matrix\">Op &#215; dtype</h2>\n", f);
-    if (results->n == 0) {
+    if (a->nrows == 0) {
         fputs("<p>No results.</p>\n", f);
-        return KV_OK;
-    }
-    int nops = 0;
-    int *ops_of = malloc((size_t)results->n * sizeof *ops_of);
-    op_ref *reps = ops_of ? distinct_ops(results, &nops, ops_of) : NULL;
-    /* worst[op * KV_DTYPE_COUNT + dt]: -1 for no result. */
-    int *worst = reps ? malloc((size_t)nops * KV_DTYPE_COUNT * sizeof *worst) : NULL;
-    int64_t *count = worst ? calloc((size_t)nops * KV_DTYPE_COUNT, sizeof *count) : NULL;
-    if (count == NULL) {
-        free(ops_of);
-        free(reps);
-        free(worst);
-        return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
+        return;
     }
     bool used[KV_DTYPE_COUNT] = { false };
-    for (int i = 0; i < nops * KV_DTYPE_COUNT; i++) worst[i] = -1;
-    for (int i = 0; i < results->n; i++) {
-        const kv_check_result *r = &results->items[i];
-        if ((int)r->dtype < 0 || r->dtype >= KV_DTYPE_COUNT) continue;
-        int cell = ops_of[i] * KV_DTYPE_COUNT + (int)r->dtype;
-        used[r->dtype] = true;
-        count[cell]++;
-        if (worst[cell] < 0 || kv_result_status_severity(r->status) > kv_result_status_severity((kv_result_status)worst[cell]))
-            worst[cell] = (int)r->status;
-    }
+    for (int b = 0; b < a->nopbs; b++)
+        for (int d = 0; d < (int)KV_DTYPE_COUNT; d++) used[d] |= a->opbs[b].rows[d] > 0;
     fputs("<table>\n<tr><th>op</th>", f);
     for (int d = 0; d < (int)KV_DTYPE_COUNT; d++)
         if (used[d]) fprintf(f, "<th>%s</th>", kv_dtype_name((kv_dtype)d));
     fputs("</tr>\n", f);
-    for (int o = 0; o < nops; o++) {
-        fputs("<tr><th><code>", f);
-        kv_report_put_escaped(f, reps[o].op, false);
-        fputs("</code></th>", f);
+    for (int k = 0; k < a->nops; k++) {
+        const int o = order[k];
+        put_op_name_cell(f, a->ops[o].op);
         for (int d = 0; d < (int)KV_DTYPE_COUNT; d++) {
             if (!used[d]) continue;
-            int cell = o * KV_DTYPE_COUNT + d;
-            if (worst[cell] < 0) {
+            unsigned seen = 0;
+            int64_t count = 0;
+            for (int b = 0; b < a->nopbs; b++) {
+                if (a->opbs[b].op != o) continue;
+                seen |= a->opbs[b].seen[d];
+                count += a->opbs[b].rows[d];
+            }
+            const int w = worst_of_seen(seen);
+            if (w < 0) {
                 fputs("<td></td>", f);
                 continue;
             }
-            const char *name = kv_result_status_name((kv_result_status)worst[cell]);
-            fprintf(f, "<td class=\"st-%s\" title=\"worst of %lld results\">%s</td>", name, (long long)count[cell], name);
+            const char *name = kv_result_status_name((kv_result_status)w);
+            fprintf(f, "<td class=\"st-%s\" title=\"worst of %lld results\">%s</td>", name, (long long)count, name);
         }
         fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
-    free(ops_of);
-    free(reps);
-    free(worst);
-    free(count);
-    return KV_OK;
 }
-
-/* ---- error histograms ---- */
-
-#define HIST_MAX_BINS 24
-
-/* Counts by decade of |v|: bin k holds 10^(lo+k) <= v < 10^(lo+k+1); exact
- * zeros and non-finite values get their own bars at the ends. */
-static void put_histogram(FILE *f, const char *title, const double *v, int n) {
-    int64_t zero = 0, nonfinite = 0, bins[HIST_MAX_BINS] = { 0 };
-    int lo = 0, hi = 0;
-    bool any = false;
-    for (int i = 0; i < n; i++) {
-        if (!isfinite(v[i])) continue;
-        double a = fabs(v[i]);
-        if (a == 0) continue;
-        int d = (int)floor(log10(a));
-        if (!any || d < lo) lo = d;
-        if (!any || d > hi) hi = d;
-        any = true;
-    }
-    /* Keep the top decades when the span is too wide: large errors matter. */
-    if (hi - lo + 1 > HIST_MAX_BINS) lo = hi - HIST_MAX_BINS + 1;
-    int nb = any ? hi - lo + 1 : 0;
-    for (int i = 0; i < n; i++) {
-        if (!isfinite(v[i])) {
-            nonfinite++;
-        } else if (v[i] == 0) {
-            zero++;
-        } else {
-            int d = (int)floor(log10(fabs(v[i]))) - lo;
-            bins[d < 0 ? 0 : d]++;
-        }
-    }
-    const int nbars = nb + 2, barw = 34, plot_h = 120, top = 28, left = 10;
-    /* Wide enough for the title (about 7 px a character at 13 px). */
-    const int title_w = left * 2 + 7 * ((int)strlen(title) + 30);
-    const int width = left * 2 + nbars * barw > title_w ? left * 2 + nbars * barw : title_w;
-    const int height = top + plot_h + 40;
-    int64_t maxc = zero > nonfinite ? zero : nonfinite;
-    for (int i = 0; i < nb; i++)
-        if (bins[i] > maxc) maxc = bins[i];
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" role=\"img\">\n", width, height);
-    fputs("<title>", f);
-    kv_report_put_escaped(f, title, false);
-    fputs("</title>\n", f);
-    fprintf(f, "<text x=\"%d\" y=\"16\" font-size=\"13\">", left);
-    kv_report_put_escaped(f, title, false);
-    fprintf(f, " (%d results; bar height: log scale)</text>\n", n);
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n", left, top + plot_h, width - left,
-            top + plot_h);
-    for (int b = 0; b < nbars; b++) {
-        int64_t c;
-        char label[16];
-        const char *color = "#5c6bc0";
-        if (b == 0) {
-            c = zero;
-            snprintf(label, sizeof label, "0");
-            color = "#66bb6a";
-        } else if (b == nbars - 1) {
-            c = nonfinite;
-            snprintf(label, sizeof label, "inf/nan");
-            color = "#ef5350";
-        } else {
-            c = bins[b - 1];
-            snprintf(label, sizeof label, "1e%d", lo + b - 1);
-        }
-        /* Log scale: 4 bad results beside 15,982 good ones stay visible. */
-        int h = maxc > 0 ? (int)(log10(1.0 + (double)c) * plot_h / log10(1.0 + (double)maxc) + 0.5) : 0;
-        int x = left + b * barw;
-        if (c > 0 && h < 1) h = 1;
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>\n", x + 3, top + plot_h - h,
-                barw - 6, h, color);
-        if (c > 0)
-            fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%lld</text>\n", x + barw / 2,
-                    top + plot_h - h - 3, (long long)c);
-        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"9\" text-anchor=\"middle\">%s</text>\n", x + barw / 2,
-                top + plot_h + 14, label);
-    }
-    fputs("</svg>\n", f);
-}
-
-/* Checks are plotted by family: "variants:cpu/ref" and "variants:sim/x"
- * share one plot, since a per-variant plot would hold a handful of points. */
-static void family_of(const char *check, char *buf, size_t cap) {
-    size_t n = strcspn(check, ":");
-    if (n >= cap) n = cap - 1;
-    memcpy(buf, check, n);
-    buf[n] = '\0';
-}
-
-static kv_status put_plots(FILE *f, const kv_result_list *results, const char *path) {
-    fputs("<h2 id=\"errors\">Error distributions</h2>\n"
-          "<p>Per check, the maximum error of each compared result, by decade: ULP distance (where the "
-          "dtype has ULPs) and absolute error. Bar heights are on a log scale (the count is written on each "
-          "bar); green: exactly 0, blue: by decade, red: inf or NaN.</p>\n",
-          f);
-    double *ulps = malloc(((size_t)results->n + 1) * sizeof *ulps);
-    double *abs = malloc(((size_t)results->n + 1) * sizeof *abs);
-    int *fam_rep = malloc(((size_t)results->n + 1) * sizeof *fam_rep);
-    if (ulps == NULL || abs == NULL || fam_rep == NULL) {
-        free(ulps);
-        free(abs);
-        free(fam_rep);
-        return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
-    }
-    int nfam = 0;
-    char fam[32], other[32];
-    for (int i = 0; i < results->n; i++) {
-        if (results->items[i].compared <= 0) continue;
-        family_of(results->items[i].check, fam, sizeof fam);
-        int k = 0;
-        for (; k < nfam; k++) {
-            family_of(results->items[fam_rep[k]].check, other, sizeof other);
-            if (strcmp(fam, other) == 0) break;
-        }
-        if (k == nfam) fam_rep[nfam++] = i;
-    }
-    if (nfam == 0) fputs("<p>No comparisons in this run.</p>\n", f);
-    for (int k = 0; k < nfam; k++) {
-        family_of(results->items[fam_rep[k]].check, fam, sizeof fam);
-        int nu = 0, na = 0;
-        for (int i = 0; i < results->n; i++) {
-            const kv_check_result *r = &results->items[i];
-            if (r->compared <= 0) continue;
-            family_of(r->check, other, sizeof other);
-            if (strcmp(fam, other) != 0) continue;
-            if (r->max_ulps >= 0 || isnan(r->max_ulps)) ulps[nu++] = r->max_ulps;
-            abs[na++] = r->max_abs_err;
-        }
-        fputs("<h3><code>", f);
-        kv_report_put_escaped(f, fam, false);
-        fputs("</code></h3>\n<div>\n", f);
-        char title[96];
-        if (nu > 0) {
-            snprintf(title, sizeof title, "%s: max ULP", fam);
-            put_histogram(f, title, ulps, nu);
-        }
-        snprintf(title, sizeof title, "%s: max abs err", fam);
-        put_histogram(f, title, abs, na);
-        fputs("</div>\n", f);
-    }
-    free(ulps);
-    free(abs);
-    free(fam_rep);
-    return KV_OK;
-}
-
-/* ---- op x backend support matrix and per-op summaries ---- */
 
 /* The distinct backends, in order of first appearance (few: cpu, sim,
  * accel, plugins). */
@@ -447,34 +288,11 @@ static int backend_index(const char *names[HTML_MAX_BACKENDS], int *n, const cha
     return (*n)++;
 }
 
-static kv_status put_backend_matrix_and_ops(FILE *f, const kv_result_list *results, const char *path) {
-    if (results->n == 0) return KV_OK;
-    int nops = 0, nb = 0;
+static void put_backend_matrix_and_ops(FILE *f, const kv_report_agg *a, const int *order) {
+    if (a->nrows == 0) return;
+    int nb = 0;
     const char *bnames[HTML_MAX_BACKENDS];
-    int *ops_of = malloc((size_t)results->n * sizeof *ops_of);
-    op_ref *reps = ops_of ? distinct_ops(results, &nops, ops_of) : NULL;
-    int *worst = reps ? malloc((size_t)nops * HTML_MAX_BACKENDS * sizeof *worst) : NULL;
-    int64_t *per_op = worst ? calloc((size_t)nops * KV_RESULT_STATUS_COUNT, sizeof *per_op) : NULL;
-    double *secs = per_op ? calloc((size_t)nops, sizeof *secs) : NULL;
-    if (secs == NULL) {
-        free(ops_of);
-        free(reps);
-        free(worst);
-        free(per_op);
-        return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
-    }
-    for (int i = 0; i < nops * HTML_MAX_BACKENDS; i++) worst[i] = -1;
-    for (int i = 0; i < results->n; i++) {
-        const kv_check_result *r = &results->items[i];
-        if ((int)r->status >= 0 && r->status < KV_RESULT_STATUS_COUNT)
-            per_op[(size_t)ops_of[i] * KV_RESULT_STATUS_COUNT + r->status]++;
-        secs[ops_of[i]] += r->seconds;
-        const int b = backend_index(bnames, &nb, r->backend);
-        if (b < 0) continue;
-        int *w = &worst[ops_of[i] * HTML_MAX_BACKENDS + b];
-        if (*w < 0 || kv_result_status_severity(r->status) > kv_result_status_severity((kv_result_status)*w))
-            *w = (int)r->status;
-    }
+    for (int b = 0; b < a->nopbs; b++) backend_index(bnames, &nb, a->opbs[b].backend);
     fputs("<h2 id=\"support\">Support matrix: op &#215; backend</h2>\n"
           "<p>Worst status over every row of the op on the backend (UNSUPPORTED: the backend lacks the kernel).</p>\n"
           "<table>\n<tr><th>op</th>",
@@ -485,12 +303,16 @@ static kv_status put_backend_matrix_and_ops(FILE *f, const kv_result_list *resul
         fputs("</th>", f);
     }
     fputs("</tr>\n", f);
-    for (int o = 0; o < nops; o++) {
-        fputs("<tr><th><code>", f);
-        kv_report_put_escaped(f, reps[o].op, false);
-        fputs("</code></th>", f);
+    for (int k = 0; k < a->nops; k++) {
+        const int o = order[k];
+        put_op_name_cell(f, a->ops[o].op);
         for (int b = 0; b < nb; b++) {
-            const int w = worst[o * HTML_MAX_BACKENDS + b];
+            unsigned seen = 0;
+            for (int e = 0; e < a->nopbs; e++) {
+                if (a->opbs[e].op != o || strcmp(a->opbs[e].backend, bnames[b]) != 0) continue;
+                for (int d = 0; d < (int)KV_DTYPE_COUNT; d++) seen |= a->opbs[e].seen[d];
+            }
+            const int w = worst_of_seen(seen);
             if (w < 0) fputs("<td></td>", f);
             else put_status_cell(f, (kv_result_status)w);
         }
@@ -501,61 +323,437 @@ static kv_status put_backend_matrix_and_ops(FILE *f, const kv_result_list *resul
     fputs("<h2 id=\"ops\">Per-op summary</h2>\n<table>\n<tr><th>op</th>", f);
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) fprintf(f, "<th>%s</th>", kv_result_status_name((kv_result_status)s));
     fputs("<th>rows</th><th>seconds</th></tr>\n", f);
-    for (int o = 0; o < nops; o++) {
-        fputs("<tr><th><code>", f);
-        kv_report_put_escaped(f, reps[o].op, false);
-        fputs("</code></th>", f);
+    for (int k = 0; k < a->nops; k++) {
+        const kv_agg_op *op = &a->ops[order[k]];
+        put_op_name_cell(f, op->op);
         int64_t total = 0;
         for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) {
-            const int64_t c = per_op[(size_t)o * KV_RESULT_STATUS_COUNT + s];
+            const int64_t c = op->status[s];
             total += c;
             if (c == 0) fputs("<td class=\"num\"></td>", f);
             else fprintf(f, "<td class=\"num st-%s\">%lld</td>", kv_result_status_name((kv_result_status)s), (long long)c);
         }
-        fprintf(f, "<td class=\"num\">%lld</td><td class=\"num\">%.3f</td></tr>\n", (long long)total, secs[o]);
+        fprintf(f, "<td class=\"num\">%lld</td><td class=\"num\">%.3f</td></tr>\n", (long long)total, op->seconds);
     }
     fputs("</table>\n", f);
-    free(ops_of);
-    free(reps);
-    free(worst);
-    free(per_op);
-    free(secs);
+}
+
+/* ---- plots (gnuplot, plot.h) ---- */
+
+/* Decade bars of an error histogram: only the top HIST_MAX_BINS decades
+ * get bars of their own (large errors matter); smaller values count in
+ * the lowest bar. */
+#define HIST_MAX_BINS 24
+
+/* The range of nonempty decades over both histograms: [*lo, *hi], hi < lo
+ * when none. */
+static void dec_range(const kv_agg_dec_hist *a, const kv_agg_dec_hist *b, int *lo, int *hi) {
+    *lo = 0;
+    *hi = -1;
+    for (int d = 0; d < KV_AGG_DECADES; d++) {
+        if (a->bins[d] == 0 && b->bins[d] == 0) continue;
+        if (*hi < 0) *lo = d;
+        *hi = d;
+    }
+    if (*hi - *lo + 1 > HIST_MAX_BINS) *lo = *hi - HIST_MAX_BINS + 1;
+}
+
+static int64_t dec_count(const kv_agg_dec_hist *h, int d, int lo) {
+    if (d > lo) return h->bins[d];
+    int64_t c = 0;
+    for (int k = 0; k <= lo; k++) c += h->bins[k];
+    return c;
+}
+
+/* The gnuplot lines every bar plot shares: a log count axis (so 4 bad
+ * results beside 15,982 good ones stay visible), the count above each
+ * bar's group, a legend outside the plot, and the title in the top
+ * margin, which gnuplot sizes to it. */
+static void put_bar_style(FILE *g, const char *title, const char *xlabel) {
+    fputs("set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.85 border -1\n"
+          "set logscale y\nset yrange [0.7:*]\nset ylabel 'rows (log scale)'\nset grid ytics\n"
+          "set key outside right top vertical box\nset xtics nomirror\nset tmargin 3\n",
+          g);
+    fputs("set title ", g);
+    kv_plot_put_string(g, title);
+    fputs("\nset xlabel ", g);
+    kv_plot_put_string(g, xlabel);
+    fputc('\n', g);
+}
+
+/* A count for gnuplot's data block: 0 is NaN, so a log axis skips it. */
+static void put_count(FILE *g, int64_t c) {
+    if (c > 0) fprintf(g, " %lld", (long long)c);
+    else fputs(" NaN", g);
+}
+
+/* One plot per check family: each compared row's maximum ULP error and
+ * maximum absolute error, by decade. */
+static int add_family_plot(kv_plot_batch *pb, const kv_agg_family *fam) {
+    int lo, hi;
+    dec_range(&fam->ulps, &fam->abs, &lo, &hi);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&text, &len);
+    if (g == NULL) return -1;
+    fputs("$data << EOD\nbin \"max ULP\" \"max abs err\"\n\"0\"", g);
+    put_count(g, fam->ulps.zero);
+    put_count(g, fam->abs.zero);
+    fputc('\n', g);
+    for (int d = lo; d <= hi; d++) {
+        fprintf(g, "\"%s1e%d\"", d == lo && lo > 0 ? "<=" : "", d + KV_AGG_DEC_LO);
+        put_count(g, dec_count(&fam->ulps, d, lo));
+        put_count(g, dec_count(&fam->abs, d, lo));
+        fputc('\n', g);
+    }
+    fputs("\"inf/nan\"", g);
+    put_count(g, fam->ulps.nonfinite);
+    put_count(g, fam->abs.nonfinite);
+    fputs("\nEOD\n", g);
+    char title[160];
+    snprintf(title, sizeof title, "%s: largest error of each compared row (%lld rows)", fam->name, (long long)fam->abs.n);
+    put_bar_style(g, title, "error, by decade: 1e-7 holds [1e-7, 1e-6)");
+    fputs("set xtics rotate by -45\n"
+          "plot $data using 2:xtic(1) title columnheader(2) lc rgb '#3949ab', '' using 3 title columnheader(3) lc rgb "
+          "'#f9a825'\n",
+          g);
+    fclose(g);
+    const int width = 260 + 34 * (hi - lo + 3);
+    const int k = text ? kv_plot_add(pb, width < 640 ? 640 : width, 320, text) : -1;
+    free(text);
+    return k;
+}
+
+/* The ULP bins of one op's plot: 0, 1, 2-3, 4-7, ... up to the highest
+ * one any backend of the op has, then inf/nan when one has it. */
+static const char *ulp_bin_label(int b, char *buf, size_t cap) {
+    if (b == 0) return "0";
+    if (b == 1) return "<=1";
+    if (b == KV_AGG_ULP_BINS - 1) return "inf/nan";
+    /* (10^(b-2), 10^(b-1)] (report_agg.h) */
+    if (b <= 4) snprintf(buf, cap, "<=%.0f", pow(10.0, b - 1));
+    else snprintf(buf, cap, "<=1e%d", b - 1);
+    return buf;
+}
+
+/* Whether some row of (op, backend) has a ULP error above 0. */
+static bool opb_inexact(const kv_agg_opb *b) { return b->ulp_rows > b->ulp_bins[0]; }
+
+static int add_op_ulp_plot(kv_plot_batch *pb, const kv_report_agg *a, int op) {
+    int top = 0, nser = 0;
+    int64_t rows = 0;
+    bool nonfinite = false;
+    for (int e = 0; e < a->nopbs; e++) {
+        const kv_agg_opb *b = &a->opbs[e];
+        if (b->op != op || b->ulp_rows == 0) continue;
+        nser++;
+        rows += b->ulp_rows;
+        nonfinite |= b->ulp_bins[KV_AGG_ULP_BINS - 1] > 0;
+        for (int k = 0; k < KV_AGG_ULP_BINS - 1; k++)
+            if (b->ulp_bins[k] > 0 && k > top) top = k;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&text, &len);
+    if (g == NULL) return -1;
+    fputs("$data << EOD\nbin", g);
+    for (int e = 0; e < a->nopbs; e++) {
+        if (a->opbs[e].op != op || a->opbs[e].ulp_rows == 0) continue;
+        /* A data block's strings are double-quoted; a backend name has no quote. */
+        fprintf(g, " \"%.*s\"", (int)strcspn(a->opbs[e].backend, "\"\n"), a->opbs[e].backend);
+    }
+    fputc('\n', g);
+    for (int k = 0; k <= KV_AGG_ULP_BINS - 1; k++) {
+        if (k > top && !(k == KV_AGG_ULP_BINS - 1 && nonfinite)) continue;
+        char buf[32];
+        fprintf(g, "\"%s\"", ulp_bin_label(k, buf, sizeof buf));
+        for (int e = 0; e < a->nopbs; e++)
+            if (a->opbs[e].op == op && a->opbs[e].ulp_rows > 0) put_count(g, a->opbs[e].ulp_bins[k]);
+        fputc('\n', g);
+    }
+    fputs("EOD\n", g);
+    char title[200];
+    snprintf(title, sizeof title, "%s: max ULP error of each compared row, per backend (%lld rows)", a->ops[op].op,
+             (long long)rows);
+    put_bar_style(g, title, "max ULP error of the row (<=10: in (1, 10])");
+    const int nbins = top + 1 + (nonfinite ? 1 : 0);
+    if (nbins > 8) fputs("set xtics rotate by -45\n", g);
+    /* A backend has the same color in every plot of the page. */
+    static const char *const colors[] = { "#7b1fa2", "#00897b", "#1e88e5", "#f9a825",
+                                          "#e53935", "#6d4c41", "#546e7a", "#c0ca33" };
+    const char *names[HTML_MAX_BACKENDS];
+    int nnames = 0;
+    for (int e = 0; e < a->nopbs; e++) backend_index(names, &nnames, a->opbs[e].backend);
+    fputs("set key title 'backend'\nplot", g);
+    int col = 2;
+    for (int e = 0; e < a->nopbs; e++) {
+        if (a->opbs[e].op != op || a->opbs[e].ulp_rows == 0) continue;
+        const int bi = backend_index(names, &nnames, a->opbs[e].backend);
+        fprintf(g, "%s $data using %d%s title columnheader(%d) lc rgb '%s'", col > 2 ? "," : "", col,
+                col == 2 ? ":xtic(1)" : "", col, colors[(bi < 0 ? 0 : bi) % 8]);
+        col++;
+    }
+    fputc('\n', g);
+    fclose(g);
+    /* Room for the bars and the legend, within a page's width. */
+    const int width = 260 + (nser * 12 + 16) * nbins;
+    const int k = text ? kv_plot_add(pb, width < 640 ? 640 : (width > 900 ? 900 : width), 340, text) : -1;
+    free(text);
+    return k;
+}
+
+/* The dims of a failing output for its heat map: the case's first input
+ * shape when the mismatches fit in it (elementwise ops), else the extent
+ * of the mismatches themselves. Only mismatches with the first one's rank
+ * count (a row's are all of one output). */
+static int heat_dims(const kv_check_result *r, int nm, int64_t dims[KV_MAX_DIMS]) {
+    const int nd = r->mismatches[0].ndim < 0 ? 0 : r->mismatches[0].ndim > KV_MAX_DIMS ? KV_MAX_DIMS : r->mismatches[0].ndim;
+    for (int d = 0; d < KV_MAX_DIMS; d++) dims[d] = 1;
+    for (int d = 0; d < nd; d++) dims[d] = 0;
+    int pn = -1;
+    int64_t pd[KV_MAX_DIMS];
+    const char *sh = strstr(r->case_id, "shape=[");
+    if (sh != NULL) {
+        sh += 7;
+        pn = 0;
+        while (*sh && *sh != ']' && pn < KV_MAX_DIMS) {
+            char *end;
+            pd[pn++] = strtoll(sh, &end, 10);
+            if (end == sh) break;
+            sh = *end == ',' ? end + 1 : end;
+        }
+    }
+    bool fits = pn == nd;
+    for (int k = 0; k < nm; k++) {
+        if (r->mismatches[k].ndim != nd) continue;
+        for (int d = 0; d < nd; d++) {
+            const int64_t i = r->mismatches[k].index[d];
+            if (i + 1 > dims[d]) dims[d] = i + 1;
+            if (fits && i >= pd[d]) fits = false;
+        }
+    }
+    if (fits)
+        for (int d = 0; d < nd; d++) dims[d] = pd[d];
+    return nd;
+}
+
+/* Where a failing output differs and by how much: the mismatches the row
+ * records (the first KV_RESULT_MAX_MISMATCHES), on the output's grid
+ * (leading dims folded into rows, counted in double: a grid can be larger
+ * than an int64 when folded), colored by their error. */
+static int add_heat_plot(kv_plot_batch *pb, const kv_check_result *r) {
+    const int nm = r->nmismatches < KV_RESULT_MAX_MISMATCHES ? r->nmismatches : KV_RESULT_MAX_MISMATCHES;
+    int64_t dims[KV_MAX_DIMS];
+    const int nd = heat_dims(r, nm, dims);
+    double rows = 1;
+    const double cols = nd > 0 ? (double)dims[nd - 1] : 1;
+    for (int d = 0; d + 1 < nd; d++) rows *= (double)dims[d];
+    bool ulps = true;
+    for (int k = 0; k < nm; k++) ulps &= r->mismatches[k].ndim != nd || r->mismatches[k].ulps >= 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *g = open_memstream(&text, &len);
+    if (g == NULL) return -1;
+    fputs("$d << EOD\n", g);
+    for (int k = 0; k < nm; k++) {
+        const kv_mismatch *m = &r->mismatches[k];
+        if (m->ndim != nd) continue;
+        double row = 0;
+        for (int d = 0; d + 1 < nd; d++) row = row * (double)dims[d] + (double)m->index[d];
+        const double v = ulps ? m->ulps : m->abs_err;
+        fprintf(g, "%lld %.17g %.6g\n", (long long)(nd > 0 ? m->index[nd - 1] : 0), row,
+                isfinite(v) ? log10(1.0 + fabs(v)) : 400.0);
+    }
+    fputs("EOD\n", g);
+    char title[160];
+    snprintf(title, sizeof title, "%lld of %lld elements differ%s", (long long)r->mismatched, (long long)r->compared,
+             r->mismatched > nm ? "; the first recorded are drawn" : "");
+    fputs("set title ", g);
+    kv_plot_put_string(g, title);
+    fprintf(g,
+            "\nset xrange [-0.5:%.17g]\nset yrange [%.17g:-0.5]\nset xlabel 'last index'\nset ylabel '%s'\n"
+            "set cblabel '%s'\nset palette defined (0 '#fff59d', 1 '#fb8c00', 3 '#c62828', 8 '#4a148c')\n"
+            "set cbrange [0:*]\nset grid\nset tmargin 3\nset key off\n",
+            cols - 0.5, rows - 0.5, nd > 2 ? "leading indices, folded" : "row",
+            ulps ? "log10(1 + ULP error)" : "log10(1 + abs error)");
+    /* A small grid gets a tic per element and square cells. */
+    const bool small = cols <= 32 && rows <= 32;
+    if (cols <= 32) fputs("set xtics 1\n", g);
+    if (rows <= 32) fputs("set ytics 1\n", g);
+    if (small) fputs("set size ratio -1\n", g);
+    fprintf(g, "plot $d using 1:2:3 with points pt 5 ps %s lc palette\n", small ? "2.5" : "1");
+    fclose(g);
+    const int k = text ? kv_plot_add(pb, 480, 300, text) : -1;
+    free(text);
+    return k;
+}
+
+/* Heat maps drawn at most (one per failing output with mismatches). */
+#define HTML_MAX_HEATMAPS 20
+
+/* Op plots shown at most: a run that fails everywhere keeps its page
+ * small; the rest are named. */
+#define HTML_MAX_OP_PLOTS 30
+
+typedef struct html_plots {
+    kv_plot_batch *batch;
+    int *fam;            /* plot of each check family */
+    int *op_order;       /* ops with an inexact (op, backend), worst first */
+    int *op_plot;
+    int nop;
+    int *heat;           /* per kept row: its heat map, -1 for none */
+} html_plots;
+
+static int64_t op_worst_bin(const kv_report_agg *a, int op) {
+    int worst = 0;
+    for (int e = 0; e < a->nopbs; e++) {
+        if (a->opbs[e].op != op) continue;
+        for (int k = KV_AGG_ULP_BINS - 1; k > worst; k--)
+            if (a->opbs[e].ulp_bins[k] > 0) worst = k;
+    }
+    return worst;
+}
+
+static const kv_report_agg *g_worst_agg;
+static int cmp_worst(const void *pa, const void *pb) {
+    const int x = *(const int *)pa, y = *(const int *)pb;
+    const int64_t wx = op_worst_bin(g_worst_agg, x), wy = op_worst_bin(g_worst_agg, y);
+    if (wx != wy) return wx > wy ? -1 : 1;
+    return strcmp(g_worst_agg->ops[x].op, g_worst_agg->ops[y].op);
+}
+
+static kv_status plots_prepare(html_plots *p, const kv_report_agg *a) {
+    memset(p, 0, sizeof *p);
+    p->batch = kv_plot_batch_new();
+    if (p->batch == NULL) return kv_last_error();
+    p->fam = malloc(((size_t)a->nfams + 1) * sizeof *p->fam);
+    p->op_order = malloc(((size_t)a->nops + 1) * sizeof *p->op_order);
+    p->op_plot = malloc(((size_t)a->nops + 1) * sizeof *p->op_plot);
+    if (p->fam == NULL || p->op_order == NULL || p->op_plot == NULL) return kv_error(KV_ERR_OOM, "report.html: out of memory");
+    for (int k = 0; k < a->nfams; k++) p->fam[k] = add_family_plot(p->batch, &a->fams[k]);
+    for (int o = 0; o < a->nops; o++) {
+        bool inexact = false;
+        for (int e = 0; e < a->nopbs && !inexact; e++) inexact = a->opbs[e].op == o && opb_inexact(&a->opbs[e]);
+        if (inexact) p->op_order[p->nop++] = o;
+    }
+    g_worst_agg = a;
+    qsort(p->op_order, (size_t)p->nop, sizeof *p->op_order, cmp_worst);
+    g_worst_agg = NULL;
+    for (int k = 0; k < p->nop; k++)
+        p->op_plot[k] = k < HTML_MAX_OP_PLOTS ? add_op_ulp_plot(p->batch, a, p->op_order[k]) : -1;
+    p->heat = malloc(((size_t)a->kept.n + 1) * sizeof *p->heat);
+    if (p->heat == NULL) return kv_error(KV_ERR_OOM, "report.html: out of memory");
+    int nheat = 0;
+    for (int i = 0; i < a->kept.n; i++) {
+        const kv_check_result *r = &a->kept.items[i];
+        const bool shown = kv_result_status_is_bad(r->status) || r->status == KV_RESULT_FLAKY;
+        p->heat[i] = shown && r->nmismatches > 0 && nheat < HTML_MAX_HEATMAPS ? add_heat_plot(p->batch, r) : -1;
+        nheat += p->heat[i] >= 0;
+    }
+    kv_plot_run(p->batch);
     return KV_OK;
+}
+
+static void plots_free(html_plots *p) {
+    kv_plot_batch_free(p->batch);
+    free(p->fam);
+    free(p->op_order);
+    free(p->op_plot);
+    free(p->heat);
+}
+
+static void put_plots(FILE *f, const kv_report_agg *a, html_plots *p) {
+    fputs("<h2 id=\"errors\">Error distributions</h2>\n"
+          "<p>Per check, the largest error of each compared row, by decade: ULP distance (where the "
+          "dtype has ULPs) and absolute error. The count axis is logarithmic, so a few bad rows beside "
+          "thousands of exact ones stay visible.</p>\n",
+          f);
+    if (a->nfams == 0) fputs("<p>No comparisons in this run.</p>\n", f);
+    for (int k = 0; k < a->nfams; k++) {
+        fputs("<div class=\"plot\">\n", f);
+        kv_plot_put(p->batch, p->fam[k], f);
+        fputs("</div>\n", f);
+    }
+    fputs("<h2 id=\"ulps\">ULP errors per op and backend</h2>\n", f);
+    int nexact = 0;
+    for (int o = 0; o < a->nops; o++) {
+        bool measured = false, inexact = false;
+        for (int e = 0; e < a->nopbs; e++) {
+            if (a->opbs[e].op != o) continue;
+            measured |= a->opbs[e].ulp_rows > 0;
+            inexact |= opb_inexact(&a->opbs[e]);
+        }
+        nexact += measured && !inexact;
+    }
+    fprintf(f,
+            "<p>For each op with a row more than 0 ULP from its reference: the maximum ULP error of each compared "
+            "row, one bar per backend (log count axis). %d op%s had every compared row bitwise equal (0 ULP) and "
+            "%s not plotted.</p>\n",
+            nexact, nexact == 1 ? "" : "s", nexact == 1 ? "is" : "are");
+    for (int k = 0; k < p->nop; k++) {
+        if (p->op_plot[k] < 0) continue;
+        fputs("<div class=\"plot\">\n", f);
+        kv_plot_put(p->batch, p->op_plot[k], f);
+        fputs("</div>\n", f);
+    }
+    if (p->nop > HTML_MAX_OP_PLOTS) {
+        fprintf(f, "<p>%d more ops with ULP errors, not plotted (the page stays small):", p->nop - HTML_MAX_OP_PLOTS);
+        for (int k = HTML_MAX_OP_PLOTS; k < p->nop; k++) {
+            fputs(k > HTML_MAX_OP_PLOTS ? ", <code>" : " <code>", f);
+            kv_report_put_escaped(f, a->ops[p->op_order[k]].op, false);
+            fputs("</code>", f);
+        }
+        fputs(".</p>\n", f);
+    }
 }
 
 /* The full row list stays in results.jsonl: a table of every row made a
  * green suite's page 12 MB and slow to render. */
-static void put_rows_note(FILE *f, const kv_result_list *results) {
+static void put_rows_note(FILE *f, const kv_report_agg *a) {
     fprintf(f,
-            "<h2 id=\"results\">All results</h2>\n<p>All %d rows (one per case and check) are in "
+            "<h2 id=\"results\">All results</h2>\n<p>All %lld rows (one per case and check) are in "
             "<a href=\"" KV_REPORT_JSONL "\"><code>" KV_REPORT_JSONL "</code></a>, one JSON object per line; the "
             "failing ones are above and in <a href=\"" KV_REPORT_FAILURES "\"><code>" KV_REPORT_FAILURES
             "</code></a>.</p>\n",
-            results->n);
+            (long long)a->nrows);
 }
 
 kv_status kv_report_write_html(const kv_result_list *results, const kv_report_meta *meta, const char *path) {
     if (results == NULL)
         return kv_error(KV_ERR_INVALID_ARG, "kv_report_write_html: argument 'results': is NULL");
+    kv_report_agg a;
+    kv_status st = kv_report_agg_of(&a, results);
+    if (st == KV_OK) st = kv_report_html_agg(&a, meta, path);
+    kv_report_agg_free(&a);
+    return st;
+}
+
+kv_status kv_report_html_agg(const kv_report_agg *a, const kv_report_meta *meta, const char *path) {
     kv_report_meta empty;
     if (meta == NULL) {
         kv_report_meta_init(&empty);
         meta = &empty;
     }
+    int *order = ops_sorted(a);
+    if (order == NULL) return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
+    html_plots plots;
+    kv_status st = plots_prepare(&plots, a);
     kv_report_file rf;
-    kv_status st = kv_report_file_open(&rf, path);
-    if (st != KV_OK) return st;
-    put_head(rf.f, results, meta);
-    put_summary(rf.f, results);
-    put_failures(rf.f, results);
-    st = put_matrix(rf.f, results, path);
-    if (st == KV_OK) st = put_backend_matrix_and_ops(rf.f, results, path);
-    if (st == KV_OK) st = put_plots(rf.f, results, path);
+    if (st == KV_OK) st = kv_report_file_open(&rf, path);
     if (st != KV_OK) {
-        kv_report_file_discard(&rf);
+        plots_free(&plots);
+        free(order);
         return st;
     }
-    put_rows_note(rf.f, results);
+    put_head(rf.f, a, meta);
+    put_summary(rf.f, a);
+    put_failures(rf.f, a, plots.batch, plots.heat);
+    put_matrix(rf.f, a, order);
+    put_backend_matrix_and_ops(rf.f, a, order);
+    put_plots(rf.f, a, &plots);
+    put_rows_note(rf.f, a);
     fputs("</body>\n</html>\n", rf.f);
+    plots_free(&plots);
+    free(order);
     return kv_report_file_close(&rf);
 }

@@ -10,6 +10,7 @@
  * One object per line, keys in a fixed order, so two runs diff cleanly. */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
+#include "runner/report/report_agg.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -158,6 +159,14 @@ kv_status kv_report_write_meta(const kv_report_meta *meta, const kv_result_list 
     if (meta == NULL || results == NULL)
         return kv_error(KV_ERR_INVALID_ARG, "kv_report_write_meta: argument '%s': is NULL",
                         meta == NULL ? "meta" : "results");
+    kv_report_agg a;
+    kv_status st = kv_report_agg_of(&a, results);
+    if (st == KV_OK) st = kv_report_meta_agg(meta, &a, path);
+    kv_report_agg_free(&a);
+    return st;
+}
+
+kv_status kv_report_meta_agg(const kv_report_meta *meta, const kv_report_agg *a, const char *path) {
     json_t *o = json_object();
     json_t *counts = json_object();
     if (o == NULL || counts == NULL) {
@@ -165,8 +174,7 @@ kv_status kv_report_write_meta(const kv_report_meta *meta, const kv_result_list 
         json_decref(counts);
         return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
     }
-    int64_t c[KV_RESULT_STATUS_COUNT];
-    kv_result_list_counts(results, c);
+    const int64_t *c = a->counts;
     int bad = 0;
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
         bad |= put(counts, kv_result_status_name((kv_result_status)s), json_integer((json_int_t)c[s]));
@@ -187,7 +195,7 @@ kv_status kv_report_write_meta(const kv_report_meta *meta, const kv_result_list 
         bad |= put(o, "interrupted", str_json(meta->interrupted));
         bad |= put(o, "cases_done", json_integer((json_int_t)meta->ncases_done));
     }
-    bad |= put(o, "results", json_integer(results->n));
+    bad |= put(o, "results", json_integer((json_int_t)a->nrows));
     bad |= put(o, "counts", counts);
     /* The merge compares these (merge.c); written by every run. */
     json_t *fp = json_object();
@@ -220,8 +228,8 @@ kv_status kv_report_write_meta(const kv_report_meta *meta, const kv_result_list 
         bad |= put(o, "accel_requested", str_json(meta->accel_requested));
         bad |= put(o, "accel_target", str_json(meta->accel_target));
     }
-    kv_report_hits hits[KV_REPORT_GATES];
-    if (kv_report_hit_rates(results, hits) > 0) {
+    const kv_report_hits *hits = a->hits;
+    if (hits[0].cases > 0 || hits[1].cases > 0) {
         /* Only runs with a fastpath check have it (older readers skip it). */
         json_t *rates = json_object();
         bad |= rates == NULL;

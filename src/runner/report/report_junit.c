@@ -20,6 +20,11 @@
  * characters XML cannot carry at all. */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
+#include "runner/report/report_agg.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <sys/types.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,24 +33,6 @@ typedef struct suite_counts {
     int64_t tests, failures, errors, skipped;
     double seconds;
 } suite_counts;
-
-static void count_into(suite_counts *c, const kv_check_result *r, bool flaky_fail) {
-    c->tests++;
-    c->seconds += r->seconds;
-    switch (r->status) {
-    case KV_RESULT_FLAKY: c->failures += flaky_fail; break;
-    case KV_RESULT_FAIL:
-    case KV_RESULT_XPASS: c->failures++; break;
-    case KV_RESULT_ERROR:
-    case KV_RESULT_CRASH:
-    case KV_RESULT_TIMEOUT: c->errors++; break;
-    case KV_RESULT_SKIP:
-    case KV_RESULT_XFAIL:
-    case KV_RESULT_UNSUPPORTED: c->skipped++; break;
-    case KV_RESULT_PASS: break;
-    case KV_RESULT_STATUS_COUNT: c->errors++; break;
-    }
-}
 
 static void put_counts(FILE *f, const suite_counts *c) {
     fprintf(f, " tests=\"%lld\" failures=\"%lld\" errors=\"%lld\" skipped=\"%lld\" time=\"%.6f\"",
@@ -157,44 +144,160 @@ static void put_properties(FILE *f, const kv_report_meta *meta) {
     fputs("\"/>\n    </properties>\n", f);
 }
 
-kv_status kv_report_write_junit(const kv_result_list *results, const kv_report_meta *meta, const char *path) {
-    if (results == NULL)
-        return kv_error(KV_ERR_INVALID_ARG, "kv_report_write_junit: argument 'results': is NULL");
+/* The counts of one suite (or, with op < 0, of all) from the aggregate. */
+static suite_counts counts_of(const kv_report_agg *a, int op, bool flaky_fail) {
+    suite_counts c = { 0 };
+    for (int o = 0; o < a->nops; o++) {
+        if (op >= 0 && o != op) continue;
+        const int64_t *n = a->ops[o].status;
+        for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) c.tests += n[s];
+        c.failures += n[KV_RESULT_FAIL] + n[KV_RESULT_XPASS] + (flaky_fail ? n[KV_RESULT_FLAKY] : 0);
+        c.errors += n[KV_RESULT_ERROR] + n[KV_RESULT_CRASH] + n[KV_RESULT_TIMEOUT];
+        c.skipped += n[KV_RESULT_SKIP] + n[KV_RESULT_XFAIL] + n[KV_RESULT_UNSUPPORTED];
+        c.seconds += a->ops[o].seconds;
+    }
+    return c;
+}
+
+/* A suite's testcases wait in memory up to this many bytes, then go to
+ * the spool file as one block: memory stays (ops x this), whatever the
+ * number of rows. */
+#define JUNIT_BLOCK_BYTES 16384
+
+typedef struct spool_op {
+    FILE *mem;
+    char *buf;
+    size_t len;
+} spool_op;
+
+typedef struct spool_block {
+    int op;
+    off_t off;
+    size_t len;
+} spool_block;
+
+struct kv_junit_spool {
+    bool flaky_fail;
+    FILE *file;              /* tmpfile(): gone when closed */
+    off_t size;
+    spool_op **ops;          /* each its own block: a memstream keeps the addresses of buf and len */
+    int nops, cap_ops;
+    spool_block *blocks;
+    int nblocks, cap_blocks;
+};
+
+kv_junit_spool *kv_junit_spool_new(bool flaky_fail) {
+    kv_junit_spool *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        kv_error(KV_ERR_OOM, "junit.xml: out of memory");
+        return NULL;
+    }
+    s->flaky_fail = flaky_fail;
+    s->file = tmpfile();
+    if (s->file == NULL) {
+        kv_error(KV_ERR_INVALID_ARG, "junit.xml: cannot create a temporary file: %s", strerror(errno));
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void kv_junit_spool_free(kv_junit_spool *s) {
+    if (s == NULL) return;
+    for (int i = 0; i < s->nops; i++) {
+        if (s->ops[i]->mem != NULL) fclose(s->ops[i]->mem);
+        free(s->ops[i]->buf);
+        free(s->ops[i]);
+    }
+    free(s->ops);
+    free(s->blocks);
+    if (s->file != NULL) fclose(s->file);
+    free(s);
+}
+
+/* The op's pending testcases become one block of the spool file. */
+static kv_status spool_flush(kv_junit_spool *s, int op) {
+    spool_op *o = s->ops[op];
+    if (o->mem == NULL) return KV_OK;
+    fclose(o->mem);
+    o->mem = NULL;
+    kv_status st = KV_OK;
+    if (o->len > 0) {
+        if (s->nblocks == s->cap_blocks) {
+            const int cap = s->cap_blocks ? 2 * s->cap_blocks : 64;
+            spool_block *nb = realloc(s->blocks, (size_t)cap * sizeof *nb);
+            if (nb == NULL) st = kv_error(KV_ERR_OOM, "junit.xml: out of memory");
+            else {
+                s->blocks = nb;
+                s->cap_blocks = cap;
+            }
+        }
+        if (st == KV_OK && fwrite(o->buf, 1, o->len, s->file) != o->len)
+            st = kv_error(KV_ERR_INVALID_ARG, "junit.xml: writing its temporary file: %s", strerror(errno));
+        if (st == KV_OK) {
+            s->blocks[s->nblocks++] = (spool_block){ op, s->size, o->len };
+            s->size += (off_t)o->len;
+        }
+    }
+    free(o->buf);
+    o->buf = NULL;
+    o->len = 0;
+    return st;
+}
+
+kv_status kv_junit_spool_add(kv_junit_spool *s, int op, const kv_check_result *r) {
+    if (op < 0) return kv_error(KV_ERR_INVALID_ARG, "junit.xml: a row of '%s' without an op index", r->case_id);
+    while (s->nops <= op) {
+        if (s->nops == s->cap_ops) {
+            const int cap = s->cap_ops ? 2 * s->cap_ops : 64;
+            spool_op **no = realloc(s->ops, (size_t)cap * sizeof *no);
+            if (no == NULL) return kv_error(KV_ERR_OOM, "junit.xml: out of memory");
+            s->ops = no;
+            s->cap_ops = cap;
+        }
+        if ((s->ops[s->nops] = calloc(1, sizeof **s->ops)) == NULL) return kv_error(KV_ERR_OOM, "junit.xml: out of memory");
+        s->nops++;
+    }
+    spool_op *o = s->ops[op];
+    if (o->mem == NULL && (o->mem = open_memstream(&o->buf, &o->len)) == NULL)
+        return kv_error(KV_ERR_OOM, "junit.xml: out of memory");
+    put_testcase(o->mem, r, s->flaky_fail);
+    if (fflush(o->mem) != 0) return kv_error(KV_ERR_OOM, "junit.xml: out of memory");
+    return o->len >= JUNIT_BLOCK_BYTES ? spool_flush(s, op) : KV_OK;
+}
+
+/* Copies the spool's bytes [off, off+len) to f. */
+static kv_status spool_copy(kv_junit_spool *s, off_t off, size_t len, FILE *f) {
+    char buf[8192];
+    if (fseeko(s->file, off, SEEK_SET) != 0)
+        return kv_error(KV_ERR_INVALID_ARG, "junit.xml: reading its temporary file: %s", strerror(errno));
+    while (len > 0) {
+        const size_t want = len < sizeof buf ? len : sizeof buf;
+        const size_t got = fread(buf, 1, want, s->file);
+        if (got != want) return kv_error(KV_ERR_INVALID_ARG, "junit.xml: its temporary file is short");
+        fwrite(buf, 1, got, f);
+        len -= got;
+    }
+    return KV_OK;
+}
+
+kv_status kv_junit_spool_write(kv_junit_spool *s, const kv_report_agg *a, const kv_report_meta *meta,
+                               const char *path) {
     kv_report_meta empty;
     if (meta == NULL) {
         kv_report_meta_init(&empty);
         meta = &empty;
     }
-    /* suite_of[i]: index of the first result with the same op; reps: those
-     * first results, one per op (few ops, many results). */
-    int *suite_of = malloc(((size_t)results->n + 1) * sizeof *suite_of);
-    int *reps = malloc(((size_t)results->n + 1) * sizeof *reps);
-    if (suite_of == NULL || reps == NULL) {
-        free(suite_of);
-        free(reps);
-        return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
-    }
-    int nreps = 0;
-    for (int i = 0; i < results->n; i++) {
-        suite_of[i] = i;
-        for (int k = 0; k < nreps; k++) {
-            if (strcmp(results->items[reps[k]].op, results->items[i].op) == 0) {
-                suite_of[i] = reps[k];
-                break;
-            }
-        }
-        if (suite_of[i] == i) reps[nreps++] = i;
-    }
-    free(reps);
+    kv_status st = KV_OK;
+    for (int o = 0; o < s->nops && st == KV_OK; o++) st = spool_flush(s, o);
+    if (st == KV_OK && fflush(s->file) != 0)
+        st = kv_error(KV_ERR_INVALID_ARG, "junit.xml: writing its temporary file: %s", strerror(errno));
+    if (st != KV_OK) return st;
     kv_report_file rf;
-    kv_status st = kv_report_file_open(&rf, path);
-    if (st != KV_OK) {
-        free(suite_of);
-        return st;
-    }
+    st = kv_report_file_open(&rf, path);
+    if (st != KV_OK) return st;
     FILE *f = rf.f;
-    suite_counts total = { 0 };
-    for (int i = 0; i < results->n; i++) count_into(&total, &results->items[i], meta->flaky_fail);
+    const suite_counts total = counts_of(a, -1, s->flaky_fail);
     char ts[64];
     kv_report_fmt_time(meta->start_time, ts, sizeof ts);
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kvsuite", f);
@@ -205,23 +308,40 @@ kv_status kv_report_write_junit(const kv_result_list *results, const kv_report_m
     fputc('"', f);
     put_counts(f, &total);
     fputs(">\n", f);
-    for (int s = 0; s < results->n; s++) {
-        if (suite_of[s] != s) continue;
-        suite_counts c = { 0 };
-        for (int i = s; i < results->n; i++)
-            if (suite_of[i] == s) count_into(&c, &results->items[i], meta->flaky_fail);
+    for (int o = 0; o < a->nops && st == KV_OK; o++) {
+        const suite_counts c = counts_of(a, o, s->flaky_fail);
         fputs("  <testsuite name=\"", f);
-        kv_report_put_escaped(f, results->items[s].op, true);
+        kv_report_put_escaped(f, a->ops[o].op, true);
         fputc('"', f);
         put_counts(f, &c);
         if (meta->start_time != 0) fprintf(f, " timestamp=\"%.19s\"", ts); /* JUnit wants no zone suffix */
         fputs(">\n", f);
         put_properties(f, meta);
-        for (int i = s; i < results->n; i++)
-            if (suite_of[i] == s) put_testcase(f, &results->items[i], meta->flaky_fail);
+        for (int b = 0; b < s->nblocks && st == KV_OK; b++)
+            if (s->blocks[b].op == o) st = spool_copy(s, s->blocks[b].off, s->blocks[b].len, f);
         fputs("  </testsuite>\n", f);
     }
     fputs("</testsuites>\n", f);
-    free(suite_of);
+    if (st != KV_OK) {
+        kv_report_file_discard(&rf);
+        return st;
+    }
     return kv_report_file_close(&rf);
+}
+
+kv_status kv_report_write_junit(const kv_result_list *results, const kv_report_meta *meta, const char *path) {
+    if (results == NULL)
+        return kv_error(KV_ERR_INVALID_ARG, "kv_report_write_junit: argument 'results': is NULL");
+    kv_report_agg a;
+    kv_report_agg_init(&a);
+    kv_junit_spool *s = kv_junit_spool_new(meta != NULL && meta->flaky_fail);
+    kv_status st = s == NULL ? kv_last_error() : KV_OK;
+    for (int i = 0; i < results->n && st == KV_OK; i++) {
+        st = kv_report_agg_add(&a, &results->items[i]);
+        if (st == KV_OK) st = kv_junit_spool_add(s, a.last_op, &results->items[i]);
+    }
+    if (st == KV_OK) st = kv_junit_spool_write(s, &a, meta, path);
+    kv_junit_spool_free(s);
+    kv_report_agg_free(&a);
+    return st;
 }

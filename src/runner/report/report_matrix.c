@@ -11,6 +11,7 @@
  *   blank: nothing ran (no result, or only SKIP). */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
+#include "runner/report/report_agg.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,14 @@ static int cell_of(kv_result_status s) {
     case KV_RESULT_SKIP: return CELL_NONE;
     }
     return CELL_FAIL;
+}
+
+/* The cell of every status in a kv_agg_opb.seen mask. */
+static int cell_of_seen(unsigned seen) {
+    int cell = CELL_NONE;
+    for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
+        if ((seen >> s) & 1u && cell_of((kv_result_status)s) > cell) cell = cell_of((kv_result_status)s);
+    return cell;
 }
 
 static const char *cell_text(int cell) {
@@ -60,57 +69,35 @@ static void put_md(FILE *f, const char *s) {
     }
 }
 
-typedef struct row_ref {
-    const char *op, *backend;
-} row_ref;
-
-static int cmp_row(const void *a, const void *b) {
-    const row_ref *x = a, *y = b;
-    int c = strcmp(x->op, y->op);
+/* The aggregate's (op, backend) entries, sorted by op then backend. */
+static const kv_report_agg *g_sort_agg;
+static int cmp_opb(const void *pa, const void *pb) {
+    const kv_agg_opb *x = &g_sort_agg->opbs[*(const int *)pa], *y = &g_sort_agg->opbs[*(const int *)pb];
+    const int c = strcmp(g_sort_agg->ops[x->op].op, g_sort_agg->ops[y->op].op);
     return c ? c : strcmp(x->backend, y->backend);
 }
 
 kv_status kv_report_write_matrix(const kv_result_list *results, const kv_report_meta *meta, const char *path) {
     if (results == NULL)
         return kv_error(KV_ERR_INVALID_ARG, "kv_report_write_matrix: argument 'results': is NULL");
-    const int n = results->n;
-    row_ref *rows = malloc(((size_t)n + 1) * sizeof *rows);
-    int *row_of = malloc(((size_t)n + 1) * sizeof *row_of);
-    if (rows == NULL || row_of == NULL) {
-        free(rows);
-        free(row_of);
-        return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
-    }
-    int nrows = 0;
-    for (int i = 0; i < n; i++) {
-        row_ref key = { results->items[i].op, results->items[i].backend };
-        int k = 0;
-        while (k < nrows && cmp_row(&rows[k], &key) != 0) k++;
-        if (k == nrows) rows[nrows++] = key;
-    }
-    qsort(rows, (size_t)nrows, sizeof *rows, cmp_row);
-    bool used[KV_DTYPE_COUNT] = { false };
-    for (int i = 0; i < n; i++) {
-        row_ref key = { results->items[i].op, results->items[i].backend };
-        row_ref *hit = bsearch(&key, rows, (size_t)nrows, sizeof *rows, cmp_row);
-        row_of[i] = (int)(hit - rows);
-        kv_dtype dt = results->items[i].dtype;
-        if ((int)dt >= 0 && dt < KV_DTYPE_COUNT) used[dt] = true;
-    }
-    unsigned char *cells = calloc((size_t)nrows * KV_DTYPE_COUNT + 1, 1);
-    if (cells == NULL) {
-        free(rows);
-        free(row_of);
-        return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
-    }
-    for (int i = 0; i < n; i++) {
-        kv_dtype dt = results->items[i].dtype;
-        if ((int)dt < 0 || dt >= KV_DTYPE_COUNT) continue;
-        unsigned char *cell = &cells[(size_t)row_of[i] * KV_DTYPE_COUNT + (size_t)dt];
-        int c = cell_of(results->items[i].status);
-        if (c > *cell) *cell = (unsigned char)c;
-    }
+    kv_report_agg a;
+    kv_status st = kv_report_agg_of(&a, results);
+    if (st == KV_OK) st = kv_report_matrix_agg(&a, meta, path);
+    kv_report_agg_free(&a);
+    return st;
+}
 
+kv_status kv_report_matrix_agg(const kv_report_agg *a, const kv_report_meta *meta, const char *path) {
+    const int nrows = a->nopbs;
+    int *order = malloc(((size_t)nrows + 1) * sizeof *order);
+    if (order == NULL) return kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
+    for (int r = 0; r < nrows; r++) order[r] = r;
+    g_sort_agg = a;
+    qsort(order, (size_t)nrows, sizeof *order, cmp_opb);
+    g_sort_agg = NULL;
+    bool used[KV_DTYPE_COUNT] = { false };
+    for (int r = 0; r < nrows; r++)
+        for (int d = 0; d < (int)KV_DTYPE_COUNT; d++) used[d] |= a->opbs[r].rows[d] > 0;
     kv_report_file rf;
     kv_status st = kv_report_file_open(&rf, path);
     if (st == KV_OK) {
@@ -122,7 +109,7 @@ kv_status kv_report_write_matrix(const kv_result_list *results, const kv_report_
             fputs(". ", f);
         }
         if (meta != NULL) fprintf(f, "Seed %llu. ", (unsigned long long)meta->seed);
-        fprintf(f, "%d results.\n\n", n);
+        fprintf(f, "%lld results.\n\n", (long long)a->nrows);
         char inc[512];
         if (kv_report_incomplete_text(meta, inc, (int)sizeof inc)) {
             fputs("**", f);
@@ -137,20 +124,19 @@ kv_status kv_report_write_matrix(const kv_result_list *results, const kv_report_
         for (int d = 0; d < (int)KV_DTYPE_COUNT; d++)
             if (used[d]) fputs(":-:|", f);
         fputc('\n', f);
-        for (int r = 0; r < nrows; r++) {
+        for (int k = 0; k < nrows; k++) {
+            const kv_agg_opb *b = &a->opbs[order[k]];
             fputs("| ", f);
-            put_md(f, rows[r].op);
+            put_md(f, a->ops[b->op].op);
             fputs(" | ", f);
-            put_md(f, rows[r].backend);
+            put_md(f, b->backend);
             fputs(" |", f);
             for (int d = 0; d < (int)KV_DTYPE_COUNT; d++)
-                if (used[d]) fprintf(f, " %s |", cell_text(cells[(size_t)r * KV_DTYPE_COUNT + (size_t)d]));
+                if (used[d]) fprintf(f, " %s |", cell_text(cell_of_seen(b->seen[d])));
             fputc('\n', f);
         }
         st = kv_report_file_close(&rf);
     }
-    free(rows);
-    free(row_of);
-    free(cells);
+    free(order);
     return st;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* What an earlier run left that this one rewrites at its end: removed at
@@ -26,8 +27,8 @@ static char *kv_in_dir(const char *dir, const char *name) {
 }
 
 kv_status kv_report_begin(const char *dir, const kv_report_meta *meta, bool resume, kv_report_stream *s) {
+    memset(s, 0, sizeof *s);
     s->fd = -1;
-    s->path = NULL;
     if (dir == NULL || meta == NULL || !meta->incomplete)
         return kv_error(KV_ERR_INVALID_ARG, "kv_report_begin: argument '%s': %s", dir == NULL ? "dir" : "meta",
                         dir == NULL || meta == NULL ? "is NULL" : "must say incomplete");
@@ -57,16 +58,22 @@ kv_status kv_report_begin(const char *dir, const kv_report_meta *meta, bool resu
     st = kv_report_write_meta(meta, &none, mp);
     free(mp);
     if (st != KV_OK) return st;
-    s->fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (resume ? 0 : O_TRUNC), 0666);
-    if (s->fd < 0) {
+    /* Read as well: kvrun reads each case's rows back at the end. */
+    s->fd = open(s->path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | (resume ? 0 : O_TRUNC), 0666);
+    struct stat sb;
+    if (s->fd < 0 || fstat(s->fd, &sb) != 0) {
         const int e = errno;
         return kv_error(KV_ERR_INVALID_ARG, "report: cannot write '%s': %s", s->path, strerror(e));
     }
+    s->size = (int64_t)sb.st_size;
     return KV_OK;
 }
 
-kv_status kv_report_stream_rows(kv_report_stream *s, const kv_result_list *rows) {
-    if (s == NULL || s->fd < 0 || rows == NULL || rows->n == 0) return KV_OK;
+/* Appends rows in one write; *off gets where they start, *len how long
+ * they are. */
+static kv_status stream_append(kv_report_stream *s, const kv_result_list *rows, int64_t *off, int64_t *len_out) {
+    *off = s->size;
+    *len_out = 0;
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
@@ -85,18 +92,224 @@ kv_status kv_report_stream_rows(kv_report_stream *s, const kv_result_list *rows)
     fclose(mem);
     /* One write for the whole case: a kill lands before or after it, so a
      * case is in the file with all its rows or not at all. */
-    size_t off = 0;
-    while (st == KV_OK && off < len) {
-        const ssize_t k = write(s->fd, buf + off, len - off);
+    size_t done = 0;
+    while (st == KV_OK && done < len) {
+        const ssize_t k = write(s->fd, buf + done, len - done);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
             const int e = errno;
             st = kv_error(KV_ERR_INVALID_ARG, "report: appending to '%s': %s", s->path, strerror(e));
             break;
         }
-        off += (size_t)k;
+        done += (size_t)k;
+    }
+    s->size += (int64_t)done;
+    if (st == KV_OK) *len_out = (int64_t)len;
+    free(buf);
+    return st;
+}
+
+kv_status kv_report_stream_rows(kv_report_stream *s, const kv_result_list *rows) {
+    if (s == NULL || s->fd < 0 || rows == NULL || rows->n == 0) return KV_OK;
+    int64_t off, len;
+    return stream_append(s, rows, &off, &len);
+}
+
+kv_status kv_report_stream_index(kv_report_stream *s, int ncases) {
+    s->ncases = ncases > 0 ? ncases : 0;
+    const size_t n = (size_t)s->ncases + 1;
+    s->off = malloc(n * sizeof *s->off);
+    s->len = calloc(n, sizeof *s->len);
+    s->bad = calloc(n, 1);
+    if (s->off == NULL || s->len == NULL || s->bad == NULL) return kv_error(KV_ERR_OOM, "report: out of memory");
+    for (int i = 0; i < s->ncases; i++) s->off[i] = -1;
+    return KV_OK;
+}
+
+static bool stream_row_bad(kv_result_status st) {
+    return st == KV_RESULT_FAIL || st == KV_RESULT_ERROR || st == KV_RESULT_CRASH || st == KV_RESULT_TIMEOUT;
+}
+
+kv_status kv_report_stream_case(kv_report_stream *s, int ci, const kv_result_list *rows) {
+    if (s == NULL || s->off == NULL || ci < 0 || ci >= s->ncases || rows == NULL)
+        return kv_error(KV_ERR_INVALID_ARG, "kv_report_stream_case: case %d: no index for it", ci);
+    s->bad[ci] = 0;
+    for (int i = 0; i < rows->n; i++) s->bad[ci] |= stream_row_bad(rows->items[i].status);
+    if (s->mem != NULL) kv_result_list_free(&s->mem[ci]);
+    int64_t off = -1, len = 0;
+    kv_status st = s->fd >= 0 ? stream_append(s, rows, &off, &len) : kv_error(KV_ERR_INVALID_ARG, "report: closed");
+    if (st == KV_OK) {
+        s->off[ci] = off;
+        s->len[ci] = len;
+        return KV_OK;
+    }
+    /* The file cannot take them: held here, so the reports still have them. */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", kv_last_error_message());
+    if (s->mem == NULL && (s->mem = calloc((size_t)s->ncases + 1, sizeof *s->mem)) == NULL)
+        return kv_error(KV_ERR_OOM, "report: out of memory");
+    s->off[ci] = -1;
+    if (kv_result_list_extend(&s->mem[ci], rows) != KV_OK) return kv_last_error();
+    return kv_error(st, "%s", msg);
+}
+
+bool kv_report_stream_has(const kv_report_stream *s, int ci) {
+    if (s == NULL || ci < 0 || ci >= s->ncases) return false;
+    return s->off[ci] >= 0 || (s->mem != NULL && s->mem[ci].n > 0);
+}
+
+bool kv_report_stream_bad(const kv_report_stream *s, int ci) {
+    return kv_report_stream_has(s, ci) && s->bad[ci] != 0;
+}
+
+/* Calls fn for each whole line of bytes [off, off + len) of the file. */
+static kv_status stream_lines(kv_report_stream *s, int64_t off, int64_t len,
+                              kv_status (*fn)(void *ctx, char *line, int64_t at, int64_t n), void *ctx) {
+    char *buf = malloc(65536);
+    if (buf == NULL) return kv_error(KV_ERR_OOM, "report: out of memory");
+    size_t cap = 65536, have = 0;
+    int64_t at = off, line_at = off, end = off + len;
+    kv_status st = KV_OK;
+    while (st == KV_OK && (at < end || have > 0)) {
+        if (have == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (nb == NULL) {
+                st = kv_error(KV_ERR_OOM, "report: out of memory");
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t k = 0;
+        if (at < end) {
+            const size_t want = (size_t)(end - at) < cap - have ? (size_t)(end - at) : cap - have;
+            k = pread(s->fd, buf + have, want, (off_t)at);
+            if (k < 0 && errno == EINTR) continue;
+            if (k < 0) {
+                const int e = errno;
+                st = kv_error(KV_ERR_INVALID_ARG, "report: reading '%s' back: %s", s->path, strerror(e));
+                break;
+            }
+            if (k == 0) end = at; /* the file is shorter than it was */
+            at += k;
+            have += (size_t)k;
+        }
+        size_t used = 0;
+        char *nl;
+        while (st == KV_OK && (nl = memchr(buf + used, '\n', have - used)) != NULL) {
+            *nl = '\0';
+            const int64_t n = (int64_t)(nl - (buf + used)) + 1;
+            st = fn(ctx, buf + used, line_at, n);
+            line_at += n;
+            used += (size_t)n;
+        }
+        memmove(buf, buf + used, have - used);
+        have -= used;
+        /* What is left with nothing more to read is a line without its
+         * newline: cut by a kill. */
+        if (at >= end && have > 0) break;
     }
     free(buf);
+    return st;
+}
+
+typedef struct stream_read_ctx {
+    kv_report_stream *s;
+    kv_result_list *out;
+    kv_check_result *r;
+} stream_read_ctx;
+
+static kv_status stream_read_line(void *ctx, char *line, int64_t at, int64_t n) {
+    (void)n;
+    stream_read_ctx *c = ctx;
+    char why[512];
+    if (kv_merge_parse_line(line, c->r, why, sizeof why) != 0)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: at byte %lld: %s", c->s->path, (long long)at, why);
+    return kv_result_list_push(c->out, c->r);
+}
+
+kv_status kv_report_stream_read_case(kv_report_stream *s, int ci, kv_result_list *out) {
+    if (s == NULL || ci < 0 || ci >= s->ncases) return kv_error(KV_ERR_INVALID_ARG, "report: no case %d", ci);
+    if (s->mem != NULL && s->mem[ci].n > 0) return kv_result_list_extend(out, &s->mem[ci]);
+    if (s->off[ci] < 0) return KV_OK;
+    stream_read_ctx c = { s, out, malloc(sizeof(kv_check_result)) };
+    if (c.r == NULL) return kv_error(KV_ERR_OOM, "report: out of memory");
+    const kv_status st = stream_lines(s, s->off[ci], s->len[ci], stream_read_line, &c);
+    free(c.r);
+    return st;
+}
+
+/* ---- --resume: what the file already holds ---- */
+
+typedef struct stream_id {
+    const char *id;
+    int index;
+} stream_id;
+
+static int stream_id_cmp(const void *a, const void *b) {
+    return strcmp(((const stream_id *)a)->id, ((const stream_id *)b)->id);
+}
+
+typedef struct stream_scan_ctx {
+    kv_report_stream *s;
+    const stream_id *ids;
+    int n;
+    kv_check_result *r;
+    int cur;                   /* the case of the group being read, -1: none */
+    char cur_id[KV_CASE_ID_MAX];
+    int64_t end;               /* where the last whole line ends */
+} stream_scan_ctx;
+
+static kv_status stream_scan_line(void *ctx, char *line, int64_t at, int64_t n) {
+    stream_scan_ctx *c = ctx;
+    char why[512];
+    if (kv_merge_parse_line(line, c->r, why, sizeof why) != 0)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: at byte %lld: %s", c->s->path, (long long)at, why);
+    c->end = at + n;
+    if (c->cur < 0 || strcmp(c->cur_id, c->r->case_id) != 0) {
+        const stream_id key = { c->r->case_id, 0 };
+        const stream_id *hit = bsearch(&key, c->ids, (size_t)c->n, sizeof *c->ids, stream_id_cmp);
+        snprintf(c->cur_id, sizeof c->cur_id, "%s", c->r->case_id);
+        c->cur = hit ? hit->index : -1;
+        if (c->cur < 0) {
+            c->cur = -2; /* a case not selected now: skipped, as a group */
+            return KV_OK;
+        }
+        c->s->off[c->cur] = at;
+        c->s->len[c->cur] = 0;
+        c->s->bad[c->cur] = 0;
+    }
+    if (c->cur >= 0) {
+        c->s->len[c->cur] += n;
+        c->s->bad[c->cur] |= stream_row_bad(c->r->status);
+    }
+    return KV_OK;
+}
+
+kv_status kv_report_stream_scan(kv_report_stream *s, const char *const *ids, int n, int *found) {
+    *found = 0;
+    if (s == NULL || s->fd < 0 || s->off == NULL || n > s->ncases)
+        return kv_error(KV_ERR_INVALID_ARG, "kv_report_stream_scan: no open, indexed stream");
+    stream_id *sorted = malloc(((size_t)n + 1) * sizeof *sorted);
+    stream_scan_ctx c = { s, sorted, n, malloc(sizeof(kv_check_result)), -1, "", 0 };
+    kv_status st = KV_OK;
+    if (sorted == NULL || c.r == NULL) st = kv_error(KV_ERR_OOM, "--resume: out of memory");
+    for (int i = 0; st == KV_OK && i < n; i++) sorted[i] = (stream_id){ ids[i], i };
+    if (st == KV_OK) qsort(sorted, (size_t)n, sizeof *sorted, stream_id_cmp);
+    if (st == KV_OK) st = stream_lines(s, 0, s->size, stream_scan_line, &c);
+    /* A line cut by a kill: gone, so the next append starts a whole line. */
+    if (st == KV_OK && c.end < s->size) {
+        if (ftruncate(s->fd, (off_t)c.end) != 0) {
+            const int e = errno;
+            st = kv_error(KV_ERR_INVALID_ARG, "--resume: cannot cut the partial last line of '%s': %s", s->path,
+                          strerror(e));
+        } else {
+            s->size = c.end;
+        }
+    }
+    for (int i = 0; st == KV_OK && i < n; i++) *found += s->off[i] >= 0;
+    free(sorted);
+    free(c.r);
     return st;
 }
 
@@ -106,38 +319,13 @@ void kv_report_stream_close(kv_report_stream *s) {
     s->fd = -1;
     free(s->path);
     s->path = NULL;
-}
-
-kv_status kv_report_read_partial(const char *path, kv_result_list *out, int *cut) {
-    if (cut) *cut = 0;
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        const int e = errno;
-        return kv_error(KV_ERR_INVALID_ARG, "cannot read '%s': %s", path, strerror(e));
-    }
-    kv_status st = KV_OK;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int lineno = 0;
-    char why[512];
-    kv_check_result *r = malloc(sizeof *r);
-    if (r == NULL) st = kv_error(KV_ERR_OOM, "'%s': out of memory", path);
-    while (st == KV_OK && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        if (len == 0 || line[len - 1] != '\n') {
-            /* Cut by a kill in the middle of a write: that case reruns. */
-            if (cut) *cut = 1;
-            break;
-        }
-        line[--len] = '\0';
-        if ((size_t)len != strlen(line) || len == 0 || kv_merge_parse_line(line, r, why, sizeof why) != 0)
-            st = kv_error(KV_ERR_INVALID_ARG, "%s:%d: %s", path, lineno,
-                          (size_t)len != strlen(line) ? "a NUL byte" : len == 0 ? "an empty line" : why);
-        else st = kv_result_list_push(out, r);
-    }
-    free(r);
-    free(line);
-    fclose(f);
-    return st;
+    for (int i = 0; s->mem != NULL && i < s->ncases; i++) kv_result_list_free(&s->mem[i]);
+    free(s->mem);
+    free(s->off);
+    free(s->len);
+    free(s->bad);
+    s->mem = NULL;
+    s->off = s->len = NULL;
+    s->bad = NULL;
+    s->ncases = 0;
 }
