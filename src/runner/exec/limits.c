@@ -1,9 +1,19 @@
 /* The machine limits behind runner/exec/limits.h: the stream and FMA
  * kernels (intrinsics, each compiled for its ISA and run only where the
- * CPU has it) and a small interleaved timer for kvrun's perf mode. */
+ * CPU has it) and a small interleaved timer for kvrun's perf mode. The
+ * kernels are x86 intrinsics; elsewhere (the aarch64 cross build of
+ * `ninja cross-golden`) only memcpy is measured and the rest report as
+ * not supported. */
 #include "runner/exec/limits.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#define KV_LIMITS_X86 1
 #include <immintrin.h>
+#define KV_CPU_HAS(feature) __builtin_cpu_supports(feature)
+#else
+#define KV_LIMITS_X86 0
+#define KV_CPU_HAS(feature) false
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
+/* ---- FMA peak: 12 independent chains hide the 4-cycle latency on two
+ * FMA pipes with room to spare; 1000 iterations per call. ---- */
+#define FMA_ITERS 1000
+#define FMA_CHAINS 12
+
+#if KV_LIMITS_X86
 /* Where the optimizer cannot drop a result. */
 static volatile float kv_limit_sink;
 
@@ -43,11 +59,6 @@ __attribute__((target("avx2,fma"))) static void run_update(const kv_limit_arrays
     }
 }
 
-/* ---- FMA peak: 12 independent chains hide the 4-cycle latency on two
- * FMA pipes with room to spare; 1000 iterations per call. ---- */
-#define FMA_ITERS 1000
-#define FMA_CHAINS 12
-
 __attribute__((target("avx2,fma"))) static void run_fma256(void) {
     __m256 acc[FMA_CHAINS];
     for (int k = 0; k < FMA_CHAINS; k++) acc[k] = _mm256_set1_ps((float)k);
@@ -74,6 +85,7 @@ __attribute__((target("avx512f"))) static void run_fma512(void) {
     for (int k = 1; k < FMA_CHAINS; k++) t = _mm512_add_ps(t, acc[k]);
     kv_limit_sink += _mm512_reduce_add_ps(t);
 }
+#endif /* KV_LIMITS_X86 */
 
 kv_status kv_limit_arrays_alloc(kv_limit_arrays *s) {
     const size_t bytes = (size_t)KV_LIMIT_STREAM_N * sizeof(float);
@@ -101,9 +113,9 @@ bool kv_limit_supported(kv_limit w) {
     case KV_LIMIT_COPY: return true;
     case KV_LIMIT_READ:
     case KV_LIMIT_TRIAD:
-    case KV_LIMIT_UPDATE: return __builtin_cpu_supports("avx2");
-    case KV_LIMIT_FMA256: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case KV_LIMIT_FMA512: return __builtin_cpu_supports("avx512f");
+    case KV_LIMIT_UPDATE: return KV_CPU_HAS("avx2");
+    case KV_LIMIT_FMA256: return KV_CPU_HAS("avx2") && KV_CPU_HAS("fma");
+    case KV_LIMIT_FMA512: return KV_CPU_HAS("avx512f");
     case KV_LIMIT_COUNT: break;
     }
     return false;
@@ -112,11 +124,19 @@ bool kv_limit_supported(kv_limit w) {
 void kv_limit_run(kv_limit w, const kv_limit_arrays *s) {
     switch (w) {
     case KV_LIMIT_COPY: memcpy(s->c, s->a, (size_t)s->n * sizeof(float)); break;
+#if KV_LIMITS_X86
     case KV_LIMIT_READ: run_read(s); break;
     case KV_LIMIT_TRIAD: run_triad(s); break;
     case KV_LIMIT_UPDATE: run_update(s); break;
     case KV_LIMIT_FMA256: run_fma256(); break;
     case KV_LIMIT_FMA512: run_fma512(); break;
+#else
+    case KV_LIMIT_READ:
+    case KV_LIMIT_TRIAD:
+    case KV_LIMIT_UPDATE:
+    case KV_LIMIT_FMA256:
+    case KV_LIMIT_FMA512: break; /* never supported here (kv_limit_supported) */
+#endif
     case KV_LIMIT_COUNT: break;
     }
 }
