@@ -112,12 +112,18 @@ static void test_off_by_three_is_measured(void **state) {
     assert_true(kv_ulp_quantile(bad->ulp_hist, 0.999, bad->ulp_max) == 3.0);
     assert_non_null(strstr(bad->message, "max 3 ulp, 99.9% 3 ulp"));
     assert_non_null(strstr(bad->message, "tolerance of 2 ulp"));
+    /* Counted like every row: all 20 differ from the correctly rounded
+     * value, and the message says so (no generic "0 of 20" line). */
+    assert_int_equal(bad->mismatched, 20);
+    assert_int_equal(bad->compared, 20);
+    assert_non_null(strstr(bad->message, "20 of 20 elements differ from the correctly rounded value"));
     /* The reference computes in double and rounds once: correctly
      * rounded on these inputs. */
     const kv_check_result *ref = find(&res, "accuracy:CPU/ref");
     assert_int_equal(ref->status, KV_RESULT_PASS);
     assert_true(ref->ulp_max == 0.0);
     assert_int_equal(ref->ulp_hist[0], 20);
+    assert_int_equal(ref->mismatched, 0);
 
     /* The report's table says so. */
     char path[] = "/tmp/kv_test_accuracy_XXXXXX";
