@@ -596,6 +596,72 @@ static void test_merge_shards(void **state) {
     remove_tree(root);
 }
 
+/* kvrun --merge holds no rows (README "Sharding on CI"): merging two
+ * shards of 8 passing rows and two of 64 holds the same number of row
+ * slots at its peak (none: the rows go to the new folder as they are
+ * read), while every row arrives. A merge that collects the rows in a
+ * list first fails this. The backend row each shard repeats is written
+ * once; a failing row keeps the exit code 1. */
+static int64_t merge_write_peak(const char *root, int per_shard, int64_t *rows_out, int *code) {
+    char name[64];
+    char *s[2];
+    kv_check_result *rs = calloc((size_t)per_shard + 1, sizeof *rs);
+    assert_non_null(rs);
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < per_shard; i++) {
+            char id[64];
+            snprintf(id, sizeof id, "neg(dtype=f32,shape=[%d])", 2 * i + k + 1);
+            rs[i] = mk(id, "neg", "golden", "cpu", KV_F32, KV_RESULT_PASS, "");
+        }
+        rs[per_shard] = mk("backend(sim)", "", "load", "sim", KV_F32, KV_RESULT_PASS, "loaded");
+        if (k == 1) rs[0] = mul_failure();
+        snprintf(name, sizeof name, "flat%d-%d", per_shard, k + 1);
+        s[k] = path_in(root, name);
+        write_shard(s[k], k + 1, 2, 7, rs, per_shard + 1, 1.0, 1000);
+    }
+    snprintf(name, sizeof name, "flat%d-merged", per_shard);
+    char *out = path_in(root, name);
+    const char *dirs[] = { s[0], s[1] };
+    FILE *console = tmpfile();
+    assert_non_null(console);
+    kv_result_rows_peak_reset();
+    const int64_t before = kv_result_rows_held();
+    assert_int_equal(kv_merge_write(dirs, 2, out, console, code), KV_OK);
+    const int64_t peak = kv_result_rows_peak() - before;
+    assert_int_equal(kv_result_rows_held(), before);
+    fclose(console);
+    char *jsonl = path_in(out, KV_REPORT_JSONL);
+    kv_result_list back = { 0 };
+    assert_int_equal(kv_merge_read_jsonl(jsonl, &back), KV_OK);
+    *rows_out = back.n;
+    int loads = 0;
+    for (int i = 0; i < back.n; i++) loads += strcmp(back.items[i].check, "load") == 0;
+    assert_int_equal(loads, 1);
+    kv_result_list_free(&back);
+    free(jsonl);
+    free(out);
+    free(s[0]);
+    free(s[1]);
+    free(rs);
+    return peak;
+}
+
+static void test_merge_holds_no_rows(void **state) {
+    (void)state;
+    char *root = make_tmpdir();
+    int64_t rows_small = 0, rows_big = 0;
+    int code_small = -1, code_big = -1;
+    const int64_t small = merge_write_peak(root, 8, &rows_small, &code_small);
+    const int64_t big = merge_write_peak(root, 64, &rows_big, &code_big);
+    assert_int_equal(rows_small, 2 * 8 + 1);
+    assert_int_equal(rows_big, 2 * 64 + 1);
+    assert_int_equal(code_small, 1);
+    assert_int_equal(code_big, 1);
+    assert_int_equal(small, big);
+    assert_true(big < rows_big);
+    remove_tree(root);
+}
+
 static void test_merge_malformed(void **state) {
     (void)state;
     char *dir = make_tmpdir();
@@ -946,7 +1012,7 @@ int main(void) {
         cmocka_unit_test(test_console_summary), cmocka_unit_test(test_console_empty),
         cmocka_unit_test(test_exit_code),       cmocka_unit_test(test_flaky_and_incomplete),
         cmocka_unit_test(test_junit_valid),
-        cmocka_unit_test(test_jsonl_round_trip), cmocka_unit_test(test_merge_shards),
+        cmocka_unit_test(test_jsonl_round_trip), cmocka_unit_test(test_merge_shards), cmocka_unit_test(test_merge_holds_no_rows),
         cmocka_unit_test(test_merge_malformed), cmocka_unit_test(test_baseline_apply),
         cmocka_unit_test(test_baseline_backend_and_notes),
         cmocka_unit_test(test_baseline_malformed), cmocka_unit_test(test_html),

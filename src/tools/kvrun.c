@@ -564,25 +564,12 @@ static int kv_merge_main(const kv_cli *c) {
     }
     if (c->case_options) return kv_usage_error("--merge takes only report folders and --report-dir, not case options");
     if (c->perf) return kv_usage_error("--merge takes only report folders and --report-dir, not --mode=perf");
-    kv_result_list results = { 0 };
-    kv_report_meta meta;
-    kv_report_meta_init(&meta);
-    if (kv_merge_dirs(c->paths, c->npaths, &results, &meta) != KV_OK) {
-        fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
-        kv_result_list_free(&results);
-        return 2;
-    }
     const char *rdir = c->o.report_dir ? c->o.report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
-    int rc = 0;
-    if (kv_report_write_all(&results, &meta, rdir) != KV_OK) {
-        fprintf(stderr, "kvrun: writing reports to %s: %s\n", rdir, kv_last_error_message());
-        rc = 1;
-    }
-    kv_report_console(stdout, &results, &meta);
+    int code = 2;
+    const kv_status st = kv_merge_write(c->paths, c->npaths, rdir, stdout, &code);
     fflush(stdout);
-    const int code = kv_report_exit_code_flaky(&results, meta.flaky_fail);
-    kv_result_list_free(&results);
-    return code > rc ? code : rc;
+    if (st != KV_OK) fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+    return code;
 }
 
 static bool kv_is_dir(const char *path) {

@@ -2,6 +2,8 @@
  * report_jsonl.c) and the shard merge on top of it. */
 #include "runner/report/merge.h"
 
+#include "runner/golden/hash.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -10,6 +12,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 /* ---- one line ---- */
 
@@ -181,26 +184,30 @@ int kv_merge_parse_line(const char *line, kv_check_result *out, char *why, int w
 
 /* ---- files ---- */
 
-kv_status kv_merge_read_jsonl(const char *path, kv_result_list *out) {
-    if (path == NULL || out == NULL)
-        return kv_error(KV_ERR_INVALID_ARG, "kv_merge_read_jsonl: argument '%s': is NULL",
-                        path == NULL ? "path" : "out");
+/* Calls row(ctx, r, off) for every line of a results.jsonl file, with the
+ * byte offset of the line, so the merge can come back to a row without
+ * keeping it. Every line is checked as kv_merge_read_jsonl says. */
+typedef kv_status (*merge_row_fn)(void *ctx, const kv_check_result *r, int64_t off);
+
+static kv_status scan_jsonl(const char *path, merge_row_fn row, void *ctx) {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         int e = errno;
         return kv_error(KV_ERR_INVALID_ARG, "merge: cannot read '%s': %s", path, strerror(e));
     }
-    const int n0 = out->n;
     kv_status st = KV_OK;
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
     int lineno = 0;
+    int64_t off = 0;
     char why[512];
     kv_check_result *r = malloc(sizeof *r);
     if (r == NULL) st = kv_error(KV_ERR_OOM, "merge: '%s': out of memory", path);
     while (st == KV_OK && (len = getline(&line, &cap, f)) >= 0) {
         lineno++;
+        const int64_t at = off;
+        off += len;
         if (len == 0 || line[len - 1] != '\n') {
             st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: the last line has no newline (a truncated file?)",
                           path, lineno);
@@ -214,7 +221,7 @@ kv_status kv_merge_read_jsonl(const char *path, kv_result_list *out) {
         } else if (kv_merge_parse_line(line, r, why, sizeof why) != 0) {
             st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: %s", path, lineno, why);
         } else {
-            st = kv_result_list_push(out, r);
+            st = row(ctx, r, at);
         }
     }
     if (st == KV_OK && ferror(f)) {
@@ -224,6 +231,20 @@ kv_status kv_merge_read_jsonl(const char *path, kv_result_list *out) {
     free(r);
     free(line);
     fclose(f);
+    return st;
+}
+
+static kv_status push_row(void *ctx, const kv_check_result *r, int64_t off) {
+    (void)off;
+    return kv_result_list_push(ctx, r);
+}
+
+kv_status kv_merge_read_jsonl(const char *path, kv_result_list *out) {
+    if (path == NULL || out == NULL)
+        return kv_error(KV_ERR_INVALID_ARG, "kv_merge_read_jsonl: argument '%s': is NULL",
+                        path == NULL ? "path" : "out");
+    const int n0 = out->n;
+    kv_status st = scan_jsonl(path, push_row, out);
     if (st != KV_OK) out->n = n0;
     return st;
 }
@@ -328,19 +349,49 @@ kv_status kv_merge_read_meta(const char *path, kv_report_meta *meta, int64_t *nr
     return KV_OK;
 }
 
-/* ---- merging folders ---- */
+/* ---- merging folders ----
+ * Two passes over the folders, so that no row is held: the first checks
+ * every file and keeps, per row, a hash of its (case, check) and where it
+ * is (24 bytes a row: duplicates can only be found by looking at all
+ * rows); the second reads the rows again and hands them on in folder
+ * order. Rows whose hashes meet are read back and compared exactly, so a
+ * hash collision is never taken for a duplicate. */
 
-typedef struct tagged {
-    const kv_check_result *r;
+typedef struct merge_key {
+    uint64_t hash;               /* of case_id and check */
+    int64_t off;                 /* of the row's line in its folder's results.jsonl */
     int dir;
-} tagged;
+} merge_key;
 
-static int cmp_tagged(const void *a, const void *b) {
-    const tagged *x = a, *y = b;
-    int c = strcmp(x->r->case_id, y->r->case_id);
-    if (c == 0) c = strcmp(x->r->check, y->r->check);
-    if (c == 0) c = (x->dir > y->dir) - (x->dir < y->dir);
-    return c;
+typedef struct merge_where {
+    int64_t off;
+    int dir;
+} merge_where;
+
+struct kv_merge {
+    char **jsonl;                /* each folder's results.jsonl */
+    int ndirs;
+    const char *const *dirs;
+    merge_where *drop;           /* rows left out, sorted by (dir, off): backend rows after their first copy */
+    int ndrop;
+    int64_t rows;
+};
+
+static uint64_t merge_key_hash(const kv_check_result *r) {
+    return kv_hash_string(r->case_id) * 0x9E3779B97F4A7C15ull ^ kv_hash_string(r->check);
+}
+
+static int cmp_key(const void *a, const void *b) {
+    const merge_key *x = a, *y = b;
+    if (x->hash != y->hash) return x->hash < y->hash ? -1 : 1;
+    if (x->dir != y->dir) return x->dir < y->dir ? -1 : 1;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+static int cmp_where(const void *a, const void *b) {
+    const merge_where *x = a, *y = b;
+    if (x->dir != y->dir) return x->dir < y->dir ? -1 : 1;
+    return (x->off > y->off) - (x->off < y->off);
 }
 
 /* A backend's load row ("backend(<name>)", check "load") is a fact of the
@@ -362,12 +413,53 @@ static char *path_in(const char *dir, const char *name) {
     return p;
 }
 
-static kv_status read_dir(const char *dir, kv_result_list *list, kv_report_meta *meta, int *first_of_dir) {
+typedef struct key_sink {
+    merge_key *keys;
+    int64_t n, cap;
+    int dir;
+} key_sink;
+
+static kv_status sink_key(void *ctx, const kv_check_result *r, int64_t off) {
+    key_sink *k = ctx;
+    if (k->n == k->cap) {
+        int64_t cap = k->cap ? 2 * k->cap : 1024;
+        merge_key *grown = realloc(k->keys, (size_t)cap * sizeof *grown);
+        if (grown == NULL) return kv_error(KV_ERR_OOM, "merge: out of memory for %lld results", (long long)cap);
+        k->keys = grown;
+        k->cap = cap;
+    }
+    k->keys[k->n++] = (merge_key){ merge_key_hash(r), off, k->dir };
+    return KV_OK;
+}
+
+/* The row at byte `off` of a results.jsonl checked by the first pass. */
+static kv_status read_row_at(const char *path, int64_t off, kv_check_result *r) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        int e = errno;
+        return kv_error(KV_ERR_INVALID_ARG, "merge: cannot read '%s': %s", path, strerror(e));
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    char why[512];
+    kv_status st = KV_OK;
+    ssize_t len = fseeko(f, (off_t)off, SEEK_SET) == 0 ? getline(&line, &cap, f) : -1;
+    if (len <= 0 || line[len - 1] != '\n')
+        st = kv_error(KV_ERR_INVALID_ARG, "merge: '%s' changed while being merged", path);
+    else line[len - 1] = '\0';
+    if (st == KV_OK && kv_merge_parse_line(line, r, why, sizeof why) != 0)
+        st = kv_error(KV_ERR_INVALID_ARG, "merge: '%s' changed while being merged: %s", path, why);
+    free(line);
+    fclose(f);
+    return st;
+}
+
+/* First pass over one folder: meta.json, then every row's key. */
+static kv_status check_dir(const char *dir, const char *jsonl, int d, kv_report_meta *meta, key_sink *keys) {
     char *mp = path_in(dir, KV_REPORT_META);
-    char *rp = path_in(dir, KV_REPORT_JSONL);
     kv_status st = KV_OK;
     int64_t expect = 0;
-    if (mp == NULL || rp == NULL) st = kv_error(KV_ERR_OOM, "merge: '%s': out of memory", dir);
+    if (mp == NULL) st = kv_error(KV_ERR_OOM, "merge: '%s': out of memory", dir);
     if (st == KV_OK) st = kv_merge_read_meta(mp, meta, &expect);
     /* An interrupted shard lacks cases: merged, its missing rows would
      * read as cases that never existed. */
@@ -377,15 +469,45 @@ static kv_status read_dir(const char *dir, kv_result_list *list, kv_report_meta 
                       "first",
                       dir, meta->interrupted[0] ? "interrupted by " : "not finished", meta->interrupted,
                       (long long)meta->ncases_done, (long long)meta->ncases);
-    *first_of_dir = list->n;
-    if (st == KV_OK) st = kv_merge_read_jsonl(rp, list);
-    if (st == KV_OK && list->n - *first_of_dir != expect) {
-        st = kv_error(KV_ERR_INVALID_ARG, "merge: %s has %d results but %s records %lld (an incomplete upload?)", rp,
-                      list->n - *first_of_dir, mp, (long long)expect);
-        list->n = *first_of_dir;
-    }
+    const int64_t first = keys->n;
+    keys->dir = d;
+    if (st == KV_OK) st = scan_jsonl(jsonl, sink_key, keys);
+    if (st == KV_OK && keys->n - first != expect)
+        st = kv_error(KV_ERR_INVALID_ARG, "merge: %s has %lld results but %s records %lld (an incomplete upload?)",
+                      jsonl, (long long)(keys->n - first), mp, (long long)expect);
     free(mp);
-    free(rp);
+    return st;
+}
+
+/* Among keys with one hash (sorted by folder and place), a second copy of
+ * a (case, check) is dropped when it is an identical backend row, and is
+ * an error otherwise. Runs of equal hashes are a handful of rows: the
+ * backend rows of each shard, or a real duplicate. */
+static kv_status judge_equal_hashes(kv_merge *m, const merge_key *run, int64_t n) {
+    kv_check_result *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    kv_status st = a && b ? KV_OK : kv_error(KV_ERR_OOM, "merge: out of memory");
+    for (int64_t j = 1; st == KV_OK && j < n; j++) {
+        st = read_row_at(m->jsonl[run[j].dir], run[j].off, b);
+        for (int64_t i = 0; st == KV_OK && i < j; i++) {
+            st = read_row_at(m->jsonl[run[i].dir], run[i].off, a);
+            if (st != KV_OK || strcmp(a->case_id, b->case_id) != 0 || strcmp(a->check, b->check) != 0) continue;
+            if (!same_backend_row(a, b)) {
+                st = kv_error(KV_ERR_INVALID_ARG, "merge: duplicate result for case '%s' check '%s': in '%s' and in '%s'",
+                              b->case_id, b->check, m->dirs[run[i].dir], m->dirs[run[j].dir]);
+                break;
+            }
+            merge_where *grown = realloc(m->drop, (size_t)(m->ndrop + 1) * sizeof *grown);
+            if (grown == NULL) {
+                st = kv_error(KV_ERR_OOM, "merge: out of memory");
+                break;
+            }
+            m->drop = grown;
+            m->drop[m->ndrop++] = (merge_where){ run[j].off, run[j].dir };
+            break;
+        }
+    }
+    free(a);
+    free(b);
     return st;
 }
 
@@ -445,75 +567,149 @@ static kv_status check_fingerprint(const char *d0, const kv_report_meta *m0, con
     return KV_OK;
 }
 
+void kv_merge_close(kv_merge *m) {
+    if (m == NULL) return;
+    for (int i = 0; m->jsonl != NULL && i < m->ndirs; i++) free(m->jsonl[i]);
+    free(m->jsonl);
+    free(m->drop);
+    free(m);
+}
+
+kv_merge *kv_merge_open(const char *const *dirs, int ndirs, kv_report_meta *meta_out) {
+    if (dirs == NULL || ndirs <= 0) {
+        kv_error(KV_ERR_INVALID_ARG, "kv_merge_open: argument 'dirs': %s",
+                 dirs == NULL ? "is NULL" : "no report folders given");
+        return NULL;
+    }
+    kv_merge *m = calloc(1, sizeof *m);
+    kv_report_meta *metas = calloc((size_t)ndirs, sizeof *metas);
+    key_sink keys = { 0 };
+    kv_status st = KV_OK;
+    if (m == NULL || metas == NULL || (m->jsonl = calloc((size_t)ndirs, sizeof *m->jsonl)) == NULL)
+        st = kv_error(KV_ERR_OOM, "merge: out of memory");
+    if (st == KV_OK) {
+        m->ndirs = ndirs;
+        m->dirs = dirs;
+    }
+    for (int i = 0; i < ndirs && st == KV_OK; i++) {
+        if (dirs[i] == NULL) st = kv_error(KV_ERR_INVALID_ARG, "kv_merge_open: argument 'dirs[%d]': is NULL", i);
+        else if ((m->jsonl[i] = path_in(dirs[i], KV_REPORT_JSONL)) == NULL)
+            st = kv_error(KV_ERR_OOM, "merge: '%s': out of memory", dirs[i]);
+        else st = check_dir(dirs[i], m->jsonl[i], i, &metas[i], &keys);
+    }
+    for (int i = 1; i < ndirs && st == KV_OK; i++)
+        if (metas[i].seed != metas[0].seed)
+            st = kv_error(KV_ERR_INVALID_ARG, "merge: '%s' ran with seed %llu but '%s' with seed %llu: not one run",
+                          dirs[0], (unsigned long long)metas[0].seed, dirs[i], (unsigned long long)metas[i].seed);
+    for (int i = 1; i < ndirs && st == KV_OK; i++) st = check_fingerprint(dirs[0], &metas[0], dirs[i], &metas[i]);
+    if (st == KV_OK) st = check_shards(dirs, ndirs, metas);
+    if (st == KV_OK && keys.n == 0)
+        st = kv_error(KV_ERR_INVALID_ARG, "merge: the %d report folder%s hold no results", ndirs, ndirs == 1 ? "" : "s");
+    if (st == KV_OK) {
+        qsort(keys.keys, (size_t)keys.n, sizeof *keys.keys, cmp_key);
+        for (int64_t i = 0, j; st == KV_OK && i < keys.n; i = j) {
+            for (j = i + 1; j < keys.n && keys.keys[j].hash == keys.keys[i].hash;) j++;
+            if (j - i > 1) st = judge_equal_hashes(m, keys.keys + i, j - i);
+        }
+        if (m->ndrop > 1) qsort(m->drop, (size_t)m->ndrop, sizeof *m->drop, cmp_where);
+        m->rows = keys.n - m->ndrop;
+    }
+    if (st == KV_OK && meta_out) {
+        kv_report_meta mm = metas[0];
+        for (int i = 1; i < ndirs; i++) {
+            if (metas[i].start_time != 0 && (mm.start_time == 0 || metas[i].start_time < mm.start_time))
+                mm.start_time = metas[i].start_time;
+            if (metas[i].wall_seconds > mm.wall_seconds) mm.wall_seconds = metas[i].wall_seconds;
+            mm.ncases += metas[i].ncases;
+        }
+        mm.shard_k = mm.shard_n = 0;
+        mm.merged_from = ndirs;
+        *meta_out = mm;
+    }
+    free(keys.keys);
+    free(metas);
+    if (st != KV_OK) {
+        kv_merge_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+int64_t kv_merge_rows(const kv_merge *m) { return m == NULL ? 0 : m->rows; }
+
+typedef struct emit_ctx {
+    const kv_merge *m;
+    int dir;
+    int next_drop;
+    kv_status (*each)(void *ctx, const kv_check_result *r);
+    void *ctx;
+} emit_ctx;
+
+static kv_status emit_row(void *ctx, const kv_check_result *r, int64_t off) {
+    emit_ctx *e = ctx;
+    const kv_merge *m = e->m;
+    const int k = e->next_drop;
+    if (k < m->ndrop && m->drop[k].dir == e->dir && m->drop[k].off == off) {
+        e->next_drop++;
+        return KV_OK;
+    }
+    return e->each(e->ctx, r);
+}
+
+kv_status kv_merge_emit(const kv_merge *m, kv_status (*each)(void *ctx, const kv_check_result *r), void *ctx) {
+    if (m == NULL || each == NULL)
+        return kv_error(KV_ERR_INVALID_ARG, "kv_merge_emit: argument '%s': is NULL", m == NULL ? "m" : "each");
+    emit_ctx e = { m, 0, 0, each, ctx };
+    kv_status st = KV_OK;
+    for (int d = 0; d < m->ndirs && st == KV_OK; d++) {
+        e.dir = d;
+        st = scan_jsonl(m->jsonl[d], emit_row, &e);
+    }
+    return st;
+}
+
+static kv_status push_merged(void *ctx, const kv_check_result *r) { return kv_result_list_push(ctx, r); }
+
 kv_status kv_merge_dirs(const char *const *dirs, int ndirs, kv_result_list *out, kv_report_meta *meta_out) {
     if (dirs == NULL || out == NULL || ndirs <= 0)
         return kv_error(KV_ERR_INVALID_ARG, "kv_merge_dirs: argument '%s': %s",
                         out == NULL ? "out" : "dirs", out == NULL ? "is NULL" : "no report folders given");
-    kv_result_list all = { 0 };
-    kv_report_meta *metas = calloc((size_t)ndirs, sizeof *metas);
-    int *first = calloc((size_t)ndirs + 1, sizeof *first);
-    tagged *tags = NULL;
+    kv_report_meta meta;
+    kv_merge *m = kv_merge_open(dirs, ndirs, &meta);
+    if (m == NULL) return kv_last_error();
+    const int n0 = out->n;
+    kv_status st = kv_merge_emit(m, push_merged, out);
+    kv_merge_close(m);
+    if (st != KV_OK) out->n = n0;
+    else if (meta_out) *meta_out = meta;
+    return st;
+}
+
+static kv_status add_to_build(void *ctx, const kv_check_result *r) { return kv_report_build_add(ctx, r); }
+
+kv_status kv_merge_write(const char *const *dirs, int ndirs, const char *rdir, FILE *console, int *exit_code) {
+    *exit_code = 2;
+    kv_report_meta meta;
+    kv_report_meta_init(&meta);
+    kv_merge *m = kv_merge_open(dirs, ndirs, &meta);
+    if (m == NULL) return kv_last_error();
+    *exit_code = 1;
     kv_status st = KV_OK;
-    if (metas == NULL || first == NULL) st = kv_error(KV_ERR_OOM, "merge: out of memory");
-    for (int i = 0; i < ndirs && st == KV_OK; i++) {
-        if (dirs[i] == NULL) st = kv_error(KV_ERR_INVALID_ARG, "kv_merge_dirs: argument 'dirs[%d]': is NULL", i);
-        else st = read_dir(dirs[i], &all, &metas[i], &first[i]);
+    kv_report_build *b = kv_report_build_begin(rdir, &meta);
+    if (b == NULL) st = kv_last_error();
+    if (st == KV_OK) st = kv_merge_emit(m, add_to_build, b);
+    if (st == KV_OK) st = kv_report_build_finish(b, &meta);
+    if (st != KV_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", kv_last_error_message());
+        st = kv_error(st, "writing reports to %s: %s", rdir, why);
     }
-    if (st == KV_OK) {
-        first[ndirs] = all.n;
-        for (int i = 1; i < ndirs && st == KV_OK; i++)
-            if (metas[i].seed != metas[0].seed)
-                st = kv_error(KV_ERR_INVALID_ARG, "merge: '%s' ran with seed %llu but '%s' with seed %llu: not one run",
-                              dirs[0], (unsigned long long)metas[0].seed, dirs[i], (unsigned long long)metas[i].seed);
+    kv_merge_close(m);
+    if (b != NULL) {
+        kv_report_build_console(b, console, &meta);
+        const int code = kv_report_build_exit_code(b, meta.flaky_fail);
+        if (st == KV_OK || code > *exit_code) *exit_code = code;
     }
-    for (int i = 1; i < ndirs && st == KV_OK; i++) st = check_fingerprint(dirs[0], &metas[0], dirs[i], &metas[i]);
-    if (st == KV_OK) st = check_shards(dirs, ndirs, metas);
-    if (st == KV_OK && all.n == 0) st = kv_error(KV_ERR_INVALID_ARG, "merge: the %d report folder%s hold no results",
-                                                 ndirs, ndirs == 1 ? "" : "s");
-    if (st == KV_OK) {
-        tags = malloc((size_t)all.n * sizeof *tags);
-        if (tags == NULL) st = kv_error(KV_ERR_OOM, "merge: out of memory for %d results", all.n);
-    }
-    if (st == KV_OK) {
-        for (int d = 0; d < ndirs; d++)
-            for (int i = first[d]; i < first[d + 1]; i++) tags[i] = (tagged){ &all.items[i], d };
-        qsort(tags, (size_t)all.n, sizeof *tags, cmp_tagged);
-        for (int i = 1; i < all.n && st == KV_OK; i++)
-            if (strcmp(tags[i].r->case_id, tags[i - 1].r->case_id) == 0 &&
-                strcmp(tags[i].r->check, tags[i - 1].r->check) == 0 && !same_backend_row(tags[i - 1].r, tags[i].r))
-                st = kv_error(KV_ERR_INVALID_ARG, "merge: duplicate result for case '%s' check '%s': in '%s' and in '%s'",
-                              tags[i].r->case_id, tags[i].r->check, dirs[tags[i - 1].dir], dirs[tags[i].dir]);
-    }
-    if (st == KV_OK) {
-        /* In the folders' order, each shard's copy of a backend row after
-         * the first dropped. */
-        bool *dup = calloc((size_t)all.n + 1, sizeof *dup);
-        if (dup == NULL) st = kv_error(KV_ERR_OOM, "merge: out of memory for %d results", all.n);
-        for (int i = 1; st == KV_OK && i < all.n; i++)
-            if (strcmp(tags[i].r->case_id, tags[i - 1].r->case_id) == 0 &&
-                strcmp(tags[i].r->check, tags[i - 1].r->check) == 0)
-                dup[tags[i].r - all.items] = true;
-        const int n0 = out->n;
-        for (int i = 0; st == KV_OK && i < all.n; i++)
-            if (!dup[i]) st = kv_result_list_push(out, &all.items[i]);
-        if (st != KV_OK) out->n = n0;
-        free(dup);
-    }
-    if (st == KV_OK && meta_out) {
-        kv_report_meta m = metas[0];
-        for (int i = 1; i < ndirs; i++) {
-            if (metas[i].start_time != 0 && (m.start_time == 0 || metas[i].start_time < m.start_time))
-                m.start_time = metas[i].start_time;
-            if (metas[i].wall_seconds > m.wall_seconds) m.wall_seconds = metas[i].wall_seconds;
-            m.ncases += metas[i].ncases;
-        }
-        m.shard_k = m.shard_n = 0;
-        m.merged_from = ndirs;
-        *meta_out = m;
-    }
-    free(tags);
-    free(first);
-    free(metas);
-    kv_result_list_free(&all);
+    kv_report_build_free(b);
     return st;
 }
