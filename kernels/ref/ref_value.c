@@ -138,6 +138,22 @@ void kv_ref_store_c128(kv_dtype dt, void *p, double re, double im) {
 
 void kv_ref_store_f64(kv_dtype dt, void *p, double v) { kv_ref_store_c128(dt, p, v, 0.0); }
 
+/* int64 -> float rounded once, to nearest even, in integer arithmetic.
+ * `(float)v` does the same on x86-64 and aarch64, but an emulator may
+ * convert through double (Valgrind does), which rounds twice: 2^60 +
+ * 2^36 + 1 would become the tie 2^60 + 2^36 and then 2^60. The reference
+ * must not depend on where it runs. */
+static float ref_i64_to_f32(int64_t v) {
+    const uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    if (mag < (UINT64_C(1) << 24)) return (float)v; /* exact */
+    const int shift = 64 - __builtin_clzll(mag) - 24; /* keep 24 significant bits */
+    uint64_t keep = mag >> shift;
+    const uint64_t rest = mag & ((UINT64_C(1) << shift) - 1), half = UINT64_C(1) << (shift - 1);
+    if (rest > half || (rest == half && (keep & 1))) keep++; /* 2^24 after carrying is still exact */
+    const float r = ldexpf((float)keep, shift);
+    return v < 0 ? -r : r;
+}
+
 void kv_ref_store_i64(kv_dtype dt, void *p, int64_t v) {
     switch (dt) {
     case KV_BOOL:
@@ -148,10 +164,10 @@ void kv_ref_store_i64(kv_dtype dt, void *p, int64_t v) {
     case KV_I64: ref_store_bits(dt, p, (uint64_t)v); return;
     case KV_F16: *(kv_f16 *)p = kv_f64_to_f16((double)v); return;
     case KV_BF16: *(kv_bf16 *)p = kv_f64_to_bf16((double)v); return;
-    case KV_F32: *(float *)p = (float)v; return;
+    case KV_F32: *(float *)p = ref_i64_to_f32(v); return;
     case KV_F64: *(double *)p = (double)v; return;
     case KV_C64:
-        ((float *)p)[0] = (float)v;
+        ((float *)p)[0] = ref_i64_to_f32(v);
         ((float *)p)[1] = 0.0f;
         return;
     case KV_C128:
