@@ -67,6 +67,16 @@ kv_status kv_cuda_decline(const char *op, const char *fmt, ...) {
     return kv_cuda_host->error(KV_ERR_MISSING_KERNEL, "%s: no CUDA kernel for %s", op, why);
 }
 
+kv_status kv_cuda_check_writable(const char *op, const char *arg, const kv_tensor *t) {
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sizes[d] > 1 && t->strides[d] == 0)
+            return kv_cuda_host->error(KV_ERR_INVALID_ARG, "%s: argument '%s': more than one element of the "
+                                                           "written-to tensor refers to a single memory location",
+                                       op, arg);
+    if (!kv_tensor_strides_nested(t)) return kv_cuda_decline(op, "an argument '%s' whose elements may overlap", arg);
+    return KV_OK;
+}
+
 kv_status kv_cuda_device_error(const char *op) {
     return kv_cuda_host->error(KV_ERR_INTERNAL, "%s: cuda: %s", op, kvc_last_error());
 }

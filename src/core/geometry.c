@@ -1,6 +1,8 @@
-/* Sizes and strides: numel, contiguity, dim wrapping, broadcasting. */
+/* Sizes and strides: numel, contiguity, dim wrapping, broadcasting,
+ * internal overlap. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "kv/tensor.h"
 
@@ -138,4 +140,69 @@ bool kv_same_shape(const kv_tensor *a, const kv_tensor *b) {
         if (a->sizes[d] != b->sizes[d]) return false;
     }
     return true;
+}
+
+/* ---- internal overlap ---- */
+
+kv_overlap kv_tensor_internal_overlap(const kv_tensor *t, int *dim) {
+    if (dim) *dim = -1;
+    if (kv_tensor_numel(t) <= 1) return KV_OVERLAP_NO;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] > 1 && t->strides[d] == 0) {
+            if (dim) *dim = d;
+            return KV_OVERLAP_YES;
+        }
+    }
+    if (kv_tensor_strides_nested(t)) return KV_OVERLAP_NO;
+    /* Interleaved strides ([2, 3] over sizes [3, 2] does not overlap,
+     * [4, 1] over [6, 7] does): visit every element once, marking its
+     * offset in a bitmap of the span, which is at most the storage the
+     * tensor reaches. */
+    int64_t span = 0;
+    for (int d = 0; d < t->ndim; d++) span += (t->sizes[d] - 1) * t->strides[d];
+    unsigned char *seen = calloc((size_t)(span / 8 + 1), 1);
+    if (seen == NULL) return KV_OVERLAP_UNKNOWN;
+    int64_t idx[KV_MAX_DIMS] = { 0 };
+    int64_t off = 0;
+    kv_overlap result = KV_OVERLAP_NO;
+    for (;;) {
+        const unsigned char bit = (unsigned char)(1u << (off % 8));
+        if (seen[off / 8] & bit) {
+            result = KV_OVERLAP_YES;
+            break;
+        }
+        seen[off / 8] |= bit;
+        int d = t->ndim - 1;
+        for (; d >= 0; d--) {
+            off += t->strides[d];
+            if (++idx[d] < t->sizes[d]) break;
+            off -= t->sizes[d] * t->strides[d];
+            idx[d] = 0;
+        }
+        if (d < 0) break;
+    }
+    free(seen);
+    return result;
+}
+
+kv_status kv_tensor_check_no_internal_overlap(const char *op, const char *arg, const kv_tensor *t) {
+    int d = -1;
+    if (kv_tensor_internal_overlap(t, &d) != KV_OVERLAP_YES) return KV_OK;
+    char why[3 * KV_MAX_DIMS * 24];
+    if (d >= 0) {
+        snprintf(why, sizeof why, "dim %d has stride 0", d);
+    } else {
+        /* PyTorch lets this write run (MemOverlap::TooHard), and what it
+         * leaves depends on the order the elements are written in, which
+         * differs between kernels: kvsuite proves the overlap and refuses. */
+        char sz[KV_MAX_DIMS * 24], st[KV_MAX_DIMS * 24];
+        kv_shape_format(t->sizes, t->ndim, sz, (int)sizeof sz);
+        kv_shape_format(t->strides, t->ndim, st, (int)sizeof st);
+        snprintf(why, sizeof why, "sizes %s with strides %s overlap", sz, st);
+    }
+    return kv_error(KV_ERR_INVALID_ARG,
+                    "%s: argument '%s': unsupported operation: more than one element of the written-to tensor "
+                    "refers to a single memory location (%s). Please clone() the tensor before performing the "
+                    "operation.",
+                    op, arg, why);
 }

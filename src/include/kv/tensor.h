@@ -125,6 +125,39 @@ kv_status kv_broadcast_shapes(const int64_t *a, int na, const int64_t *b, int nb
 kv_status kv_broadcast_strides(const kv_tensor *t, const int64_t *sizes, int ndim,
                                int64_t *strides_out);
 bool kv_same_shape(const kv_tensor *a, const kv_tensor *b);
+/* Whether two elements of t address one storage element (its writes
+ * would race): a stride-0 dim of size > 1, or strides that make windows
+ * overlap (an unfold or as_strided view with step < size). Exact: when the
+ * strides, sorted, do not each step past everything the smaller ones
+ * reach, the reachable offsets are enumerated over t's span in a bitmap.
+ * Sets *dim to the first stride-0 dim of size > 1, else -1. Returns
+ * KV_OVERLAP_UNKNOWN only when that bitmap cannot be allocated (PyTorch's
+ * "too hard": callers let the write go ahead). */
+typedef enum kv_overlap { KV_OVERLAP_NO, KV_OVERLAP_YES, KV_OVERLAP_UNKNOWN } kv_overlap;
+/* Whether t's strides, taken smallest first over its dims of size > 1,
+ * each step past everything the smaller ones reach: then no two elements
+ * share memory (contiguous, transposed, sliced views). Sufficient, not
+ * necessary (kv_tensor_internal_overlap decides exactly). Inline so that
+ * the plugins, which do not link libkv, judge with the same rule. */
+static inline bool kv_tensor_strides_nested(const kv_tensor *t) {
+    bool used[KV_MAX_DIMS] = { false };
+    int64_t span = 0;
+    for (int k = 0; k < t->ndim; k++) {
+        int best = -1;
+        for (int d = 0; d < t->ndim; d++)
+            if (!used[d] && t->sizes[d] > 1 && (best < 0 || t->strides[d] < t->strides[best])) best = d;
+        if (best < 0) return true;
+        used[best] = true;
+        if (t->strides[best] <= span) return false;
+        span += (t->sizes[best] - 1) * t->strides[best];
+    }
+    return true;
+}
+kv_overlap kv_tensor_internal_overlap(const kv_tensor *t, int *dim);
+/* KV_ERR_INVALID_ARG naming op, arg and why (PyTorch's "more than one
+ * element of the written-to tensor refers to a single memory location")
+ * when t, about to be written, overlaps itself; KV_OK otherwise. */
+kv_status kv_tensor_check_no_internal_overlap(const char *op, const char *arg, const kv_tensor *t);
 /* Writes "[2, 3]" ("[]" for 0-dim) into buf, snprintf style: returns the
  * length the full text needs. For error messages and reports. */
 int kv_shape_format(const int64_t *sizes, int ndim, char *buf, int cap);
