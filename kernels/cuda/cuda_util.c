@@ -68,13 +68,17 @@ kv_status kv_cuda_decline(const char *op, const char *fmt, ...) {
 }
 
 kv_status kv_cuda_check_writable(const char *op, const char *arg, const kv_tensor *t) {
-    for (int d = 0; d < t->ndim; d++)
-        if (t->sizes[d] > 1 && t->strides[d] == 0)
-            return kv_cuda_host->error(KV_ERR_INVALID_ARG, "%s: argument '%s': more than one element of the "
-                                                           "written-to tensor refers to a single memory location",
-                                       op, arg);
-    if (!kv_tensor_strides_nested(t)) return kv_cuda_decline(op, "an argument '%s' whose elements may overlap", arg);
-    return KV_OK;
+    switch (kv_tensor_internal_overlap(t, NULL)) {
+    case KV_OVERLAP_NO: return KV_OK;
+    case KV_OVERLAP_YES:
+        return kv_cuda_host->error(KV_ERR_INVALID_ARG, "%s: argument '%s': unsupported operation: more than one "
+                                                       "element of the written-to tensor refers to a single memory "
+                                                       "location. Please clone() the tensor before performing the "
+                                                       "operation.",
+                                   op, arg);
+    case KV_OVERLAP_UNKNOWN: break;
+    }
+    return kv_cuda_decline(op, "an argument '%s' whose overlap could not be decided", arg);
 }
 
 kv_status kv_cuda_device_error(const char *op) {

@@ -2,7 +2,6 @@
  * internal overlap. */
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "kv/tensor.h"
 
@@ -143,47 +142,6 @@ bool kv_same_shape(const kv_tensor *a, const kv_tensor *b) {
 }
 
 /* ---- internal overlap ---- */
-
-kv_overlap kv_tensor_internal_overlap(const kv_tensor *t, int *dim) {
-    if (dim) *dim = -1;
-    if (kv_tensor_numel(t) <= 1) return KV_OVERLAP_NO;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->sizes[d] > 1 && t->strides[d] == 0) {
-            if (dim) *dim = d;
-            return KV_OVERLAP_YES;
-        }
-    }
-    if (kv_tensor_strides_nested(t)) return KV_OVERLAP_NO;
-    /* Interleaved strides ([2, 3] over sizes [3, 2] does not overlap,
-     * [4, 1] over [6, 7] does): visit every element once, marking its
-     * offset in a bitmap of the span, which is at most the storage the
-     * tensor reaches. */
-    int64_t span = 0;
-    for (int d = 0; d < t->ndim; d++) span += (t->sizes[d] - 1) * t->strides[d];
-    unsigned char *seen = calloc((size_t)(span / 8 + 1), 1);
-    if (seen == NULL) return KV_OVERLAP_UNKNOWN;
-    int64_t idx[KV_MAX_DIMS] = { 0 };
-    int64_t off = 0;
-    kv_overlap result = KV_OVERLAP_NO;
-    for (;;) {
-        const unsigned char bit = (unsigned char)(1u << (off % 8));
-        if (seen[off / 8] & bit) {
-            result = KV_OVERLAP_YES;
-            break;
-        }
-        seen[off / 8] |= bit;
-        int d = t->ndim - 1;
-        for (; d >= 0; d--) {
-            off += t->strides[d];
-            if (++idx[d] < t->sizes[d]) break;
-            off -= t->sizes[d] * t->strides[d];
-            idx[d] = 0;
-        }
-        if (d < 0) break;
-    }
-    free(seen);
-    return result;
-}
 
 kv_status kv_tensor_check_no_internal_overlap(const char *op, const char *arg, const kv_tensor *t) {
     int d = -1;
