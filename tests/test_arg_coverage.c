@@ -9,10 +9,14 @@
  *
  *   type / role                   value classes it needs
  *   Tensor, Tensor(a!) self       0-dim, empty (a zero-size dim), non-contiguous (layout t/s/o),
- *                                 broadcast (layout b: stride 0 over a dim > 1; the overlapping view)
+ *                                 broadcast (layout b: stride 0 over a dim > 1; the overlapping view),
+ *                                 overlapping (not stride 0) (layout w where it applies: dim-0 rows
+ *                                 that share storage, unfold windows with step < size)
  *   Tensor?                       the Tensor classes, and present, absent (None)
  *   Tensor[]                      the Tensor classes on some element, one element, several elements
- *   Tensor(a!) out (kwarg-only)   sized, empty (resized, PyTorch's out= rule), non-contiguous;
+ *   Tensor(a!) out (kwarg-only)   sized, empty (resized, PyTorch's out= rule), non-contiguous,
+ *                                 aliases an input (--out=@N: passing where PyTorch allows it, else
+ *                                 the expected error);
  *                                 a broadcast or 0-dim out is not required (PyTorch refuses writes
  *                                 to overlapping memory; 0-dim is a sized out)
  *   int dim / dim0 / dim1 /       non-negative, negative (passing cases), out of range (a case that
@@ -91,6 +95,11 @@ static const dim_rank_from dim_rank_lists[] = {
     { "index_select_backward", "self_sizes" },
 };
 
+/* The value class of a partially overlapping input that is not stride 0. */
+#define CLASS_OVERLAP "overlapping (not stride 0)"
+/* The value class of an out that is one of the inputs (--out=@N[.t]). */
+#define CLASS_OUT_ALIAS "aliases an input"
+
 /* Where a value class cannot apply, and why. */
 typedef struct exception {
     const char *op;
@@ -106,6 +115,15 @@ static const exception exceptions[] = {
     { "as_strided", "self", "broadcast",
       "as_strided addresses its input's storage directly: a broadcast input's storage holds one slice, so the "
       "result depends on the layout by definition" },
+    { "as_strided", "self", CLASS_OVERLAP,
+      "as_strided addresses its input's storage directly: a windowed input's storage is shorter than its "
+      "elements, so the result depends on the layout by definition" },
+    /* Layout w needs two dims (one stride never revisits an element): an
+     * argument that must be 1-D has no overlapping view. */
+    { "index_select", "index", CLASS_OVERLAP, "index must be 1-D or 0-D (PyTorch refuses more dims)" },
+    { "index_select_backward", "index", CLASS_OVERLAP, "index must be 1-D or 0-D, as index_select's" },
+    { "native_group_norm", "weight", CLASS_OVERLAP, "weight must be 1-D of size C" },
+    { "native_group_norm", "bias", CLASS_OVERLAP, "bias must be 1-D of size C" },
 };
 
 /* ---- value classes of one case ---- */
@@ -237,6 +255,13 @@ static bool dim_extent(const kv_case *c, const kv_schema *s, const char *dim_arg
     return true;
 }
 
+/* Layout w over a shape it applies to: elements over one storage element
+ * without a stride 0 (kv_layout_window_step). An out may not be such a
+ * view (the write is refused), so only inputs need the class. */
+static void overlap_classes(arg_hits *h, unsigned dev, kv_layout l, const kv_shape *sh, bool out) {
+    if (!out && l == KV_LAYOUT_WINDOW && kv_layout_window_step(sh) > 0) hit(h, dev, CLASS_OVERLAP);
+}
+
 static void tensor_classes(arg_hits *h, unsigned dev, const kv_case *c, int input, bool out) {
     const kv_shape *sh = &c->shapes[input];
     int64_t numel = 1;
@@ -252,6 +277,8 @@ static void tensor_classes(arg_hits *h, unsigned dev, const kv_case *c, int inpu
         l == KV_LAYOUT_OFFSET)
         hit(h, dev, "non-contiguous");
     if (l == KV_LAYOUT_BROADCAST && sh->ndim >= 1 && sh->sizes[0] > 1) hit(h, dev, "broadcast");
+    overlap_classes(h, dev, l, sh, out);
+    if (out && c->out_alias > 0) hit(h, dev, CLASS_OUT_ALIAS);
 }
 
 static void scalar_classes(arg_hits *h, unsigned dev, const char *text) {
@@ -428,12 +455,14 @@ static void needs_of(const kv_schema *s, int ai, need_list *l) {
             need(l, "sized");
             need(l, "empty (resized)");
             need(l, "non-contiguous");
+            need(l, CLASS_OUT_ALIAS);
             return;
         }
         need(l, "0-dim");
         need(l, "empty");
         need(l, "non-contiguous");
         need(l, "broadcast");
+        need(l, CLASS_OVERLAP);
         if (a->type.is_list) {
             need(l, "one element");
             need(l, "several elements");

@@ -369,10 +369,10 @@ static void test_special_values_present(void **state) {
 static void test_layouts_same_values(void **state) {
     (void)state;
     const kv_shape sh[1] = { { 3, { 3, 4, 5 } } };
-    const kv_layout all[5] = { KV_LAYOUT_CONTIGUOUS, KV_LAYOUT_TRANSPOSED, KV_LAYOUT_STRIDED, KV_LAYOUT_OFFSET,
-                               KV_LAYOUT_BROADCAST };
+    const kv_layout all[6] = { KV_LAYOUT_CONTIGUOUS, KV_LAYOUT_TRANSPOSED, KV_LAYOUT_STRIDED, KV_LAYOUT_OFFSET,
+                               KV_LAYOUT_BROADCAST, KV_LAYOUT_WINDOW };
     const kv_cmp_rule strict = { KV_CMP_BITWISE, 0, false, true };
-    for (int l = 0; l < 5; l++) {
+    for (int l = 0; l < 6; l++) {
         kv_case c = kv_test_case_of("neg", KV_F32, 1, sh);
         c.layouts[0] = all[l];
         kv_case_inputs gold, lay;
@@ -404,6 +404,18 @@ static void test_layouts_same_values(void **state) {
                 assert_true(get(g, k) == get(g, k + 40));
             }
             break;
+        case KV_LAYOUT_WINDOW:
+            /* Rows of 20 elements, 10 apart in 40: row i's second half is
+             * row i + 1's first, in the golden run too. */
+            assert_int_equal(t->strides[0], 10);
+            assert_int_equal(t->strides[2], 1);
+            assert_int_equal((int64_t)t->storage->nbytes, 40 * (int64_t)sizeof(float));
+            for (int64_t k = 0; k < 10; k++) {
+                assert_true(get(g, 10 + k) == get(g, 20 + k));
+                assert_true(get(g, 30 + k) == get(g, 40 + k));
+            }
+            assert_true(get(g, 0) != get(g, 20) || get(g, 1) != get(g, 21));
+            break;
         }
         kv_case_inputs_free(&gold);
         kv_case_inputs_free(&lay);
@@ -431,6 +443,17 @@ static void test_broadcast_golden_key(void **state) {
     kv_fill_golden_key(&c, bk, (int)sizeof bk);
     assert_int_equal(strncmp(plain, bk, strlen(plain)), 0);
     assert_string_equal(bk + strlen(plain), "+bcast0=1");
+    /* w marks its input too; on a shape it does not apply to (one dim) it
+     * is contiguous and the key stays plain. */
+    c.layouts[0] = KV_LAYOUT_WINDOW;
+    kv_fill_golden_key(&c, bk, (int)sizeof bk);
+    assert_string_equal(bk + strlen(plain), "+bcast0=1+win0=0");
+    const kv_shape one[1] = { { 1, { 6 } } };
+    kv_case d = kv_test_case_of("neg", KV_F32, 1, one);
+    kv_fill_golden_key(&d, plain, (int)sizeof plain);
+    d.layouts[0] = KV_LAYOUT_WINDOW;
+    kv_fill_golden_key(&d, bk, (int)sizeof bk);
+    assert_string_equal(plain, bk);
 }
 
 /* ---- arguments and bad cases ---- */

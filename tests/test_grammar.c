@@ -467,7 +467,7 @@ static void test_errors_options(void **state) {
     (void)state;
     expect_error("--op=neg --shape=4 --foo=1\n",
                  "t.case:1:20: unknown option '--foo' (options: op, program, dtype, shape, layout, args, fill, "
-                 "seed, device, lazy, mode, check, tol, expect, batch, reset)");
+                 "seed, device, lazy, mode, out, check, tol, expect, batch, reset)");
     expect_error_code("--op=nag --shape=4\n", KV_ERR_UNKNOWN_OP, "t.case:1:6: --op: unknown op 'nag'");
     expect_error_code("--shape=4\n--op=neg,add --dtype=f32\n", KV_ERR_UNKNOWN_OP,
                       "t.case:2:10: --op: unknown op 'add' (did you mean add.Tensor, add.out?)");
@@ -478,8 +478,14 @@ static void test_errors_options(void **state) {
     expect_error("--op=neg --shape=[4,-1]\n", "t.case:1:21: --shape: negative size '-1' in '[4,-1]'");
     expect_error("--op=neg --shape=[4,5\n", "t.case:1:18: unclosed '[' in --shape");
     expect_error("--op=neg --shape=4 --layout=q\n",
-                 "t.case:1:29: --layout: unknown layout 'q' (layouts: c, t, s, o, b or contiguous, "
-                 "transposed, strided, offset, broadcast)");
+                 "t.case:1:29: --layout: unknown layout 'q' (layouts: c, t, s, o, b, w or contiguous, "
+                 "transposed, strided, offset, broadcast, windowed)");
+    expect_error("--op=add.out --shape=4x5:4x5:4x4 --out=@0\n",
+                 "t.case:1:34: add.out: --out=@0: the out slot's shape [4,4] is not [4,5] (input 0's)");
+    expect_error("--op=neg --shape=4 --out=@0\n", "t.case:1:20: neg: --out=@0: the op has no out= argument");
+    expect_error("--op=add.out --shape=4x5:4x5:4x5 --out=0\n",
+                 "t.case:1:40: --out: unknown value '0' (new, @N: out is input N, @N.t: out is input N transposed; "
+                 "N below 8)");
     expect_error("--op=neg --shape=4 --fill=rand\n",
                  "t.case:1:27: --fill: unknown fill 'rand' (fills: exact, real, special)");
     expect_error("--op=neg --shape=4 --seed=-1\n",
@@ -816,6 +822,9 @@ static void test_names(void **state) {
     assert_int_equal(l, KV_LAYOUT_BROADCAST);
     assert_string_equal(kv_layout_name(KV_LAYOUT_OFFSET), "o");
     assert_int_equal(kv_layout_parse("x", &l), -1);
+    assert_int_equal(kv_layout_parse("windowed", &l), 0);
+    assert_int_equal(l, KV_LAYOUT_WINDOW);
+    assert_string_equal(kv_layout_name(KV_LAYOUT_WINDOW), "w");
     assert_string_equal(kv_fill_name(KV_FILL_SPECIAL), "special");
     assert_string_equal(kv_check_kind_name(KV_CHECK_VARIANTS), "variants");
     assert_string_equal(kv_case_expect_name(KV_OK), "pass");

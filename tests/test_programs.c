@@ -94,7 +94,7 @@ static const parse_error_row parse_errors[] = {
     { HEAD "input w f32 [2] fill=sweep\n", "t.prog:3:22: unknown fill 'sweep' (real, exact or special)" },
     { HEAD "input w f32 [2] lazy=conj\n", "t.prog:3:22: lazy=conj: the Conjugate bit needs a complex dtype" },
     { HEAD "input w f32 [2] lazy=pos\n", "t.prog:3:22: unknown lazy bits 'pos' (neg, conj or conj+neg)" },
-    { HEAD "input w f32 [2] layout=q\n", "t.prog:3:24: unknown layout 'q' (c, t, s, o or b)" },
+    { HEAD "input w f32 [2] layout=q\n", "t.prog:3:24: unknown layout 'q' (c, t, s, o, b or w)" },
     { HEAD "input w f32 [2] colour=red\n", "t.prog:3:17: unknown input option 'colour=red' (fill=, domain=, layout= or lazy=)" },
     { HEAD "y = neg(x)\ninput w f32 [2]\noutput y\n", "t.prog:4:1: inputs must come before the first step" },
     { HEAD "y = neg(x)\noutput y\nbackward z\n", "t.prog:5:10: unknown value 'z'" },

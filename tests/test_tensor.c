@@ -870,6 +870,41 @@ static void test_refcount_threads(void **state) {
     assert_int_equal(kv_allocator_stats_of(KV_DEVICE_CPU).live_count, start.live_count);
 }
 
+/* Exact: nested strides never overlap, stride 0 and windows do, and an
+ * interleaving that never meets ([2, 3] over [3, 2]: 0 2 4 3 5 7) does not. */
+static void test_internal_overlap(void **state) {
+    (void)state;
+    const int64_t n = 64;
+    kv_tensor *base = kv_tensor_empty(&n, 1, KV_F32, KV_DEVICE_CPU0);
+    assert_non_null(base);
+    const struct {
+        int64_t sizes[2], strides[2];
+        kv_overlap want;
+        int dim;
+    } rows[] = {
+        { { 6, 7 }, { 7, 1 }, KV_OVERLAP_NO, -1 },  /* contiguous */
+        { { 6, 7 }, { 1, 6 }, KV_OVERLAP_NO, -1 },  /* transposed */
+        { { 6, 7 }, { 4, 1 }, KV_OVERLAP_YES, -1 }, /* layout w */
+        { { 6, 7 }, { 0, 1 }, KV_OVERLAP_YES, 0 },  /* layout b */
+        { { 3, 2 }, { 2, 3 }, KV_OVERLAP_NO, -1 },  /* interleaved, disjoint */
+        { { 4, 3 }, { 2, 3 }, KV_OVERLAP_YES, -1 }, /* 6 = 3*2 + 0*3 = 0*2 + 2*3 */
+        { { 1, 7 }, { 0, 1 }, KV_OVERLAP_NO, -1 },  /* size-1 dims do not count */
+        { { 0, 7 }, { 0, 0 }, KV_OVERLAP_NO, -1 },  /* no elements */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        kv_tensor *v = kv_tensor_view(base, rows[i].sizes, rows[i].strides, 2, 0);
+        assert_non_null(v);
+        int dim = 99;
+        assert_int_equal(kv_tensor_internal_overlap(v, &dim), rows[i].want);
+        assert_int_equal(dim, rows[i].dim);
+        const kv_status st = kv_tensor_check_no_internal_overlap("op", "self", v);
+        assert_int_equal(st, rows[i].want == KV_OVERLAP_YES ? KV_ERR_INVALID_ARG : KV_OK);
+        if (st != KV_OK) assert_non_null(strstr(kv_last_error_message(), "single memory location"));
+        kv_tensor_release(v);
+    }
+    kv_tensor_release(base);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allocator_stats_return_to_start),
@@ -896,6 +931,7 @@ int main(void) {
         cmocka_unit_test(test_refcount_threads),
         cmocka_unit_test(test_cpu_cache),
         cmocka_unit_test(test_small_tensor_block),
+        cmocka_unit_test(test_internal_overlap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

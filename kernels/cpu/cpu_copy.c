@@ -236,9 +236,7 @@ bool kv_cpu_copy_pred(const kv_op *op, const kv_stack *s) {
             kv_error_clear();
             return false;
         }
-        for (int d = 0; d < a->ndim; d++)
-            if (a->sizes[d] > 1 && a->strides[d] == 0) return false;
-        return true;
+        return kv_tensor_internal_overlap(a, NULL) == KV_OVERLAP_NO;
     }
     case KV_OP_CLONE: return cp_tensor(s, 0, &a) && cp_memory_format(s, 1, true);
     case KV_OP_CONTIGUOUS: return cp_tensor(s, 0, &a) && s->size >= 2 && s->slots[1].tag == KV_IV_INT &&

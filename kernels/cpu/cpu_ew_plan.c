@@ -126,10 +126,10 @@ static bool ew_same_elements(const kv_tensor *self, const kv_tensor *in) {
 static bool ew_inplace_ok(const cpu_ew_call *c) {
     const kv_tensor *self = c->in[0];
     if (self->ndim != c->ndim) return false;
-    for (int d = 0; d < c->ndim; d++) {
+    for (int d = 0; d < c->ndim; d++)
         if (self->sizes[d] != c->sizes[d]) return false;
-        if (self->sizes[d] > 1 && self->strides[d] == 0) return false;
-    }
+    /* An overlapping self is the reference's to refuse. */
+    if (kv_tensor_internal_overlap(self, NULL) != KV_OVERLAP_NO) return false;
     for (int k = 1; k < c->nin; k++)
         if (kv_cpu_same_storage(self, c->in[k]) && !ew_same_elements(self, c->in[k])) return false;
     return true;

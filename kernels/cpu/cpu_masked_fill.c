@@ -41,8 +41,8 @@ bool kv_cpu_masked_fill_pred(const kv_op *op, const kv_stack *s) {
     if (id == KV_OP_MASKED_FILL_SCALAR) return true;
     if (nd != self->ndim || kv_cpu_same_storage(self, mask)) return false;
     for (int d = 0; d < nd; d++)
-        if (sizes[d] != self->sizes[d] || (self->sizes[d] > 1 && self->strides[d] == 0)) return false;
-    return true;
+        if (sizes[d] != self->sizes[d]) return false;
+    return kv_tensor_internal_overlap(self, NULL) == KV_OVERLAP_NO;
 }
 
 /* out[i] = mask[i] ? elem : src[i]; src NULL: out is written in place. */

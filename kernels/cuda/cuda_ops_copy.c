@@ -72,10 +72,8 @@ static kv_status cuda_copy_(const kv_op *op, kv_keyset ks, kv_stack *stack) {
                         kv_cuda_shape(src->sizes, src->ndim, a, sizeof a),
                         kv_cuda_shape(self->sizes, self->ndim, b, sizeof b));
     }
-    for (int d = 0; d < self->ndim; d++)
-        if (self->sizes[d] > 1 && self->strides[d] == 0)
-            return h->error(KV_ERR_INVALID_ARG, "copy_: argument 'self': more than one element of the written-to "
-                                                "tensor refers to a single memory location");
+    kv_status wst = kv_cuda_check_writable(name, "self", self);
+    if (wst != KV_OK) return wst;
     if (!copy_convertible(self->dtype, src->dtype))
         return kv_cuda_decline(name, "a copy from %s to %s", h->dtype_name(src->dtype), h->dtype_name(self->dtype));
     if (!kv_cuda_on_device(self)) return kv_cuda_decline(name, "a self that is not in CUDA memory");

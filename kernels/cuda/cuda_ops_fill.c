@@ -150,10 +150,8 @@ static kv_status cuda_masked_fill_run(const kv_op *op, kv_stack *stack, bool inp
             return h->error(KV_ERR_SHAPE, "%s: argument 'self': output with shape %s doesn't match the broadcast shape %s",
                             name, kv_cuda_shape(self->sizes, self->ndim, a, sizeof a), kv_cuda_shape(sizes, nd, b, sizeof b));
         }
-        for (int d = 0; d < self->ndim; d++)
-            if (self->sizes[d] > 1 && self->strides[d] == 0)
-                return h->error(KV_ERR_INVALID_ARG, "%s: argument 'self': more than one element of the written-to "
-                                                    "tensor refers to a single memory location", name);
+        const kv_status wst = kv_cuda_check_writable(name, "self", self);
+        if (wst != KV_OK) return wst;
         if (mask->storage == self->storage) return kv_cuda_decline(name, "a mask inside self's storage");
     }
     if (kv_cuda_dtype_code(self->dtype) < 0)

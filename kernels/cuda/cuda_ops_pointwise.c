@@ -76,11 +76,7 @@ static kv_status binary_check_inplace(const char *op, const kv_tensor *self, kv_
     if (ndim != self->ndim || memcmp(sizes, self->sizes, sizeof(int64_t) * (size_t)ndim) != 0)
         return h->error(KV_ERR_SHAPE, "%s: argument 'self': output with shape %s doesn't match the broadcast shape %s",
                         op, kv_cuda_shape(self->sizes, self->ndim, a, sizeof a), kv_cuda_shape(sizes, ndim, b, sizeof b));
-    for (int d = 0; d < self->ndim; d++)
-        if (self->sizes[d] > 1 && self->strides[d] == 0)
-            return h->error(KV_ERR_INVALID_ARG, "%s: argument 'self': more than one element of the written-to tensor "
-                                                "refers to a single memory location", op);
-    return KV_OK;
+    return kv_cuda_check_writable(op, "self", self);
 }
 
 static kv_status binary_run(const binary_spec *s, kv_stack *stack) {

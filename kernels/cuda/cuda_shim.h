@@ -31,6 +31,11 @@ bool kv_cuda_on_device(const kv_tensor *t);
 kv_tensor *kv_cuda_empty(const int64_t *sizes, int ndim, kv_dtype dt);
 /* KV_ERR_MISSING_KERNEL: "op: no CUDA kernel for <why>". */
 kv_status kv_cuda_decline(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Before writing t in place: KV_ERR_INVALID_ARG (PyTorch's words) when
+ * two of its elements share memory (kv_tensor_internal_overlap: a
+ * stride-0 dim, overlapping windows); a decline when that cannot be
+ * decided (no memory for the check). */
+kv_status kv_cuda_check_writable(const char *op, const char *arg, const kv_tensor *t);
 /* KV_ERR_INTERNAL from a failed device call, with kvc_last_error(). */
 kv_status kv_cuda_device_error(const char *op);
 /* t, or for a 0-dim CPU tensor (which PyTorch lets take part in a device

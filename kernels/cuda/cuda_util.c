@@ -67,6 +67,20 @@ kv_status kv_cuda_decline(const char *op, const char *fmt, ...) {
     return kv_cuda_host->error(KV_ERR_MISSING_KERNEL, "%s: no CUDA kernel for %s", op, why);
 }
 
+kv_status kv_cuda_check_writable(const char *op, const char *arg, const kv_tensor *t) {
+    switch (kv_tensor_internal_overlap(t, NULL)) {
+    case KV_OVERLAP_NO: return KV_OK;
+    case KV_OVERLAP_YES:
+        return kv_cuda_host->error(KV_ERR_INVALID_ARG, "%s: argument '%s': unsupported operation: more than one "
+                                                       "element of the written-to tensor refers to a single memory "
+                                                       "location. Please clone() the tensor before performing the "
+                                                       "operation.",
+                                   op, arg);
+    case KV_OVERLAP_UNKNOWN: break;
+    }
+    return kv_cuda_decline(op, "an argument '%s' whose overlap could not be decided", arg);
+}
+
 kv_status kv_cuda_device_error(const char *op) {
     return kv_cuda_host->error(KV_ERR_INTERNAL, "%s: cuda: %s", op, kvc_last_error());
 }

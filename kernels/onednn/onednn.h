@@ -116,6 +116,10 @@ kv_status kv_dnnl_decline(const kv_op *op, kv_stack *stack, const char *fmt, ...
 bool kv_dnnl_scalar_f32(kv_scalar s, float *out);
 /* Whether t has a dimension of size > 1 with stride 0 (an output must not). */
 bool kv_dnnl_has_broadcast_dim(const kv_tensor *t);
+/* Whether two elements of t may share memory: its strides, sorted, do not
+ * each step past what the smaller ones reach (a stride-0 dim, overlapping
+ * windows). A write to such a t is the reference's to judge (a decline). */
+bool kv_dnnl_may_overlap(const kv_tensor *t);
 /* The largest finite |x| of an f32 or bf16 tensor in host memory, any
  * strides (0 when empty or every element is Inf or NaN). What a kernel
  * computing in f32 checks before a product or square could overflow where

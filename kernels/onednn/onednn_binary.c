@@ -77,7 +77,7 @@ static kv_status binary_run(const binary_spec *s, const kv_op *op, kv_stack *sta
     if (h->broadcast_shapes(self->sizes, self->ndim, other->sizes, other->ndim, sizes, &ndim) != KV_OK)
         return kv_dnnl_decline(op, stack, "shapes that do not broadcast");
     if (s->inplace && (ndim != self->ndim || memcmp(sizes, self->sizes, sizeof(int64_t) * (size_t)ndim) != 0 ||
-                       kv_dnnl_has_broadcast_dim(self) || !binary_inplace_ok(self, other)))
+                       kv_dnnl_may_overlap(self) || !binary_inplace_ok(self, other)))
         return kv_dnnl_decline(op, stack, "an in-place write this kernel does not take");
 
     const kv_dtype out_dt = s->kind == BINARY_COMPARE ? KV_BOOL : dt;

@@ -19,6 +19,7 @@
  * cat concatenates inputs of one dtype (raw words), without zero-size
  * inputs (PyTorch's legacy rule for empty 1-D inputs stays the
  * reference's). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "onednn/onednn.h"
@@ -48,10 +49,63 @@ static bool copy_conversion_ok(kv_dtype from, kv_dtype to) {
     return false;
 }
 
+/* dst <- src element by element, `item` bytes each: the gather for a
+ * source whose strides oneDNN cannot describe (overlapping windows). */
+static void copy_gather(const char *src, const int64_t *src_strides, const int64_t *sizes, int ndim, size_t item,
+                        char *dst, const int64_t *dst_strides) {
+    int64_t idx[KV_MAX_DIMS] = { 0 };
+    for (;;) {
+        int64_t so = 0, d_o = 0;
+        for (int d = 0; d < ndim; d++) {
+            so += idx[d] * src_strides[d];
+            d_o += idx[d] * dst_strides[d];
+        }
+        memcpy(dst + (size_t)d_o * item, src + (size_t)so * item, item);
+        int d = ndim - 1;
+        for (; d >= 0; d--) {
+            if (++idx[d] < sizes[d]) break;
+            idx[d] = 0;
+        }
+        if (d < 0) return;
+    }
+}
+
 /* dst (dtype dt, dst_strides, dst_ptr) <- src seen with src_strides over
- * `sizes`: raw words for one dtype, a typed reorder for a conversion. */
+ * `sizes`: raw words for one dtype, a typed reorder for a conversion. An
+ * overlapping source is gathered first (into dst, or a dense buffer that
+ * the reorder then converts). */
 static kv_status copy_into(const char *op, const kv_tensor *src, const int64_t *src_strides, const int64_t *sizes,
                            int ndim, kv_dtype dt, const int64_t *dst_strides, void *dst_ptr) {
+    kv_tensor seen = *src;
+    memcpy(seen.sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+    memcpy(seen.strides, src_strides, sizeof(int64_t) * (size_t)ndim);
+    seen.ndim = ndim;
+    if (kv_dnnl_may_overlap(&seen) && !kv_dnnl_has_broadcast_dim(&seen)) {
+        const kv_host_api *h = kv_dnnl_host;
+        const size_t item = h->dtype_size(src->dtype);
+        if (src->dtype == dt) {
+            copy_gather(kv_dnnl_ptr(src), src_strides, sizes, ndim, item, dst_ptr, dst_strides);
+            return KV_OK;
+        }
+        int64_t dense[KV_MAX_DIMS];
+        int64_t n = 1;
+        for (int d = ndim - 1; d >= 0; d--) {
+            dense[d] = n;
+            n *= sizes[d] > 1 ? sizes[d] : 1;
+        }
+        char *tmp = malloc((size_t)n * item);
+        if (tmp == NULL) return h->error(KV_ERR_OOM, "%s: out of memory gathering an overlapping source", op);
+        copy_gather(kv_dnnl_ptr(src), src_strides, sizes, ndim, item, tmp, dense);
+        dnnl_memory_desc_t smd, dmd;
+        dnnl_data_type_t sdt, ddt;
+        kv_dnnl_dtype(src->dtype, &sdt);
+        kv_dnnl_dtype(dt, &ddt);
+        kv_status st = kv_dnnl_md(op, sizes, dense, ndim, sdt, &smd);
+        if (st == KV_OK) st = kv_dnnl_md(op, sizes, dst_strides, ndim, ddt, &dmd);
+        if (st == KV_OK) st = kv_dnnl_reorder(op, &smd, tmp, &dmd, dst_ptr);
+        free(tmp);
+        return st;
+    }
     dnnl_memory_desc_t smd, dmd;
     kv_status st;
     if (src->dtype == dt) {
@@ -140,7 +194,7 @@ static kv_status od_copy_(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     const kv_tensor *src = kv_arg_tensor(stack, 1);
     int64_t ss[KV_MAX_DIMS];
     if (!kv_dnnl_on_device(self) || !kv_dnnl_on_device(src) || src->storage == self->storage ||
-        kv_dnnl_has_broadcast_dim(self) || !kv_dnnl_broadcast_strides(src, self->sizes, self->ndim, ss))
+        kv_dnnl_may_overlap(self) || !kv_dnnl_broadcast_strides(src, self->sizes, self->ndim, ss))
         return kv_dnnl_decline(op, stack, "these operands (both in oneDNN memory, src broadcasting to self, no "
                                           "overlap)");
     if (src->dtype != self->dtype && !copy_conversion_ok(src->dtype, self->dtype))

@@ -101,6 +101,8 @@ bool kv_dnnl_has_broadcast_dim(const kv_tensor *t) {
     return false;
 }
 
+bool kv_dnnl_may_overlap(const kv_tensor *t) { return !kv_tensor_strides_nested(t); }
+
 double kv_dnnl_max_finite_abs(const kv_tensor *t) {
     const int64_t n = kv_dnnl_host->tensor_numel(t);
     if (n == 0 || (t->dtype != KV_F32 && t->dtype != KV_BF16)) return 0.0;

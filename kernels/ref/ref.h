@@ -92,7 +92,8 @@ kv_status kv_ref_check_memory_format(const char *op, const kv_stack *stack, int 
 
 /* KV_ERR_INVALID_ARG (PyTorch's "more than one element of the written-to
  * tensor refers to a single memory location") when t, about to be written
- * in place, has a dim of size > 1 with stride 0. */
+ * in place, has two elements over one storage element: a dim of size > 1
+ * with stride 0, or overlapping windows (kv_tensor_internal_overlap). */
 kv_status kv_ref_check_no_internal_overlap(const char *op, const char *arg, const kv_tensor *t);
 /* What an in-place elementwise op checks on self before writing: the
  * result dtype castable to self's (KV_ERR_DTYPE), the broadcast shape

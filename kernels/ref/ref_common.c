@@ -31,14 +31,7 @@ const char *kv_ref_format_shape(const int64_t *sizes, int ndim, char *buf, int c
 }
 
 kv_status kv_ref_check_no_internal_overlap(const char *op, const char *arg, const kv_tensor *t) {
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->sizes[d] > 1 && t->strides[d] == 0)
-            return kv_error(KV_ERR_INVALID_ARG,
-                            "%s: argument '%s': unsupported operation: more than one element of the "
-                            "written-to tensor refers to a single memory location (dim %d has stride 0)",
-                            op, arg, d);
-    }
-    return KV_OK;
+    return kv_tensor_check_no_internal_overlap(op, arg, t);
 }
 
 kv_status kv_ref_broadcast_shape(const char *op, kv_tensor *const *tensors, const char *const *names,

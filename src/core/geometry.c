@@ -1,4 +1,5 @@
-/* Sizes and strides: numel, contiguity, dim wrapping, broadcasting. */
+/* Sizes and strides: numel, contiguity, dim wrapping, broadcasting,
+ * internal overlap. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -138,4 +139,28 @@ bool kv_same_shape(const kv_tensor *a, const kv_tensor *b) {
         if (a->sizes[d] != b->sizes[d]) return false;
     }
     return true;
+}
+
+/* ---- internal overlap ---- */
+
+kv_status kv_tensor_check_no_internal_overlap(const char *op, const char *arg, const kv_tensor *t) {
+    int d = -1;
+    if (kv_tensor_internal_overlap(t, &d) != KV_OVERLAP_YES) return KV_OK;
+    char why[3 * KV_MAX_DIMS * 24];
+    if (d >= 0) {
+        snprintf(why, sizeof why, "dim %d has stride 0", d);
+    } else {
+        /* PyTorch lets this write run (MemOverlap::TooHard), and what it
+         * leaves depends on the order the elements are written in, which
+         * differs between kernels: kvsuite proves the overlap and refuses. */
+        char sz[KV_MAX_DIMS * 24], st[KV_MAX_DIMS * 24];
+        kv_shape_format(t->sizes, t->ndim, sz, (int)sizeof sz);
+        kv_shape_format(t->strides, t->ndim, st, (int)sizeof st);
+        snprintf(why, sizeof why, "sizes %s with strides %s overlap", sz, st);
+    }
+    return kv_error(KV_ERR_INVALID_ARG,
+                    "%s: argument '%s': unsupported operation: more than one element of the written-to tensor "
+                    "refers to a single memory location (%s). Please clone() the tensor before performing the "
+                    "operation.",
+                    op, arg, why);
 }

@@ -219,7 +219,8 @@ struct fz_row {
     const char *functional;
     fz_functional_fn run;
     /* fill_ and zero_ write one value everywhere, so (as in PyTorch) they
-     * accept a self whose elements overlap (stride 0, size > 1). */
+     * accept a self whose elements overlap (stride 0, size > 1, or
+     * overlapping windows). */
     bool overlap_ok;
 };
 
@@ -364,13 +365,6 @@ static kv_status fz_check_inplace(const fz_row *row, const kv_tensor *self, cons
         return kv_error(KV_ERR_SHAPE, "%s: argument 'self': output with shape %s doesn't match the broadcast shape %s",
                         row->inplace, a, b);
     }
-    if (row->overlap_ok) return KV_OK;
-    for (int d = 0; d < self->ndim; d++)
-        if (self->sizes[d] > 1 && self->strides[d] == 0)
-            return kv_error(KV_ERR_INVALID_ARG,
-                            "%s: argument 'self': unsupported operation: more than one element of the written-to "
-                            "tensor refers to a single memory location (dim %d has stride 0)",
-                            row->inplace, d);
     return KV_OK;
 }
 
@@ -382,8 +376,12 @@ static bool fz_overlaps(const kv_tensor *t) {
 
 /* copy_(self, result) below Functionalize, recorded as "copy_(self, result)".
  * An overlapping self (fill_/zero_ only) is written through a view that
- * visits each memory location once: every element gets the same value. */
-static kv_status fz_copy_back(kv_keyset ks, kv_tensor *self, kv_tensor *result) {
+ * visits each memory location once: every element gets the same value.
+ * Overlapping windows have no such view: there the in-place op itself
+ * (`inplace` on `args`) writes self below Functionalize, which gives the
+ * same memory since it writes one value everywhere. */
+static kv_status fz_copy_back(kv_keyset ks, kv_tensor *self, kv_tensor *result, const kv_op *inplace,
+                              const kv_stack *args) {
     kv_tensor *dst = self, *src = result;
     if (fz_overlaps(self)) {
         int64_t sizes[KV_MAX_DIMS];
@@ -395,12 +393,18 @@ static kv_status fz_copy_back(kv_keyset ks, kv_tensor *self, kv_tensor *result) 
             return kv_last_error();
         }
     }
-    kv_ivalue slots[3];
-    kv_stack st = kv_stack_on(slots, 3);
-    kv_push_tensor(&st, dst);
-    kv_push_tensor(&st, src);
-    kv_push_bool(&st, false);
-    kv_status rc = kv_redispatch(g_copy_op, ks & kv_keyset_below(KV_KEY_FUNCTIONALIZE), &st);
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack st = kv_stack_on(slots, KV_STACK_MAX);
+    kv_status rc = KV_OK;
+    if (kv_tensor_internal_overlap(dst, NULL) == KV_OVERLAP_YES) {
+        for (int i = 0; i < args->size && rc == KV_OK; i++) rc = kv_stack_push(&st, args->slots[i]);
+        if (rc == KV_OK) rc = kv_redispatch(inplace, ks & kv_keyset_below(KV_KEY_FUNCTIONALIZE), &st);
+    } else {
+        kv_push_tensor(&st, dst);
+        kv_push_tensor(&st, src);
+        kv_push_bool(&st, false);
+        rc = kv_redispatch(g_copy_op, ks & kv_keyset_below(KV_KEY_FUNCTIONALIZE), &st);
+    }
     if (rc == KV_OK) kv_stack_clear_returns(&st);
     if (dst != self) {
         kv_tensor_release(dst);
@@ -424,9 +428,14 @@ static kv_status fz_inplace(const fz_row *row, kv_keyset ks, kv_stack *stack) {
     fz_tensors_free(&args);
     if (st != KV_OK) return st;
 
+    /* An overlapping self is refused before the functional op runs: the
+     * in-place kernel refuses it whatever the values, and a target that
+     * cannot run the functional op on such a layout must not hide that. */
+    if (!row->overlap_ok && (st = kv_tensor_check_no_internal_overlap(row->inplace, "self", self)) != KV_OK) return st;
     kv_tensor *result = NULL;
     if ((st = row->run(row, ks, stack, &result)) != KV_OK) return st;
-    if ((st = fz_check_inplace(row, self, result)) == KV_OK) st = fz_copy_back(ks, self, result);
+    if ((st = fz_check_inplace(row, self, result)) == KV_OK)
+        st = fz_copy_back(ks, self, result, g_inplace_op[row - g_table], stack);
     kv_tensor_release(result);
     if (st != KV_OK) return st;
     kv_tensor_retain(self);

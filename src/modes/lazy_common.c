@@ -305,20 +305,13 @@ static void release_args(lazy_arg *rec, int nrec) {
     }
 }
 
-/* PyTorch's wording for writing through a broadcast (stride-0) dim: the
- * in-place kernel runs on a contiguous copy, which would not notice. */
+/* PyTorch's wording for writing through overlapping elements (a stride-0
+ * dim, overlapping windows): the in-place kernel runs on a contiguous
+ * copy, which would not notice. */
 static kv_status check_writable(const kv_lazy_bit *bit, const kv_op *op, const kv_arg *a, const kv_tensor *t) {
     if (!a->alias.is_write) return KV_OK;
     if (bit->immutable) return kv_lazy_immutable_error(kv_op_name(op), a->name);
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->sizes[d] > 1 && t->strides[d] == 0)
-            return kv_error(KV_ERR_INVALID_ARG,
-                            "%s: argument '%s': unsupported operation: more than one element of the written-to "
-                            "tensor refers to a single memory location. Please clone() the tensor before "
-                            "performing the operation.",
-                            kv_op_name(op), a->name);
-    }
-    return KV_OK;
+    return kv_tensor_check_no_internal_overlap(kv_op_name(op), a->name, t);
 }
 
 static kv_status replace_tensor(const kv_lazy_bit *bit, const kv_op *op, const kv_arg *a, kv_ivalue *v, int i,

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h> /* calloc: kv_tensor_internal_overlap is inline */
 
 #include "kv/device.h"
 #include "kv/dtype.h"
@@ -125,6 +126,75 @@ kv_status kv_broadcast_shapes(const int64_t *a, int na, const int64_t *b, int nb
 kv_status kv_broadcast_strides(const kv_tensor *t, const int64_t *sizes, int ndim,
                                int64_t *strides_out);
 bool kv_same_shape(const kv_tensor *a, const kv_tensor *b);
+typedef enum kv_overlap { KV_OVERLAP_NO, KV_OVERLAP_YES, KV_OVERLAP_UNKNOWN } kv_overlap;
+/* Whether t's strides, taken smallest first over its dims of size > 1,
+ * each step past everything the smaller ones reach: then no two elements
+ * share memory (contiguous, transposed, sliced views). Sufficient, not
+ * necessary (kv_tensor_internal_overlap decides exactly). */
+static inline bool kv_tensor_strides_nested(const kv_tensor *t) {
+    bool used[KV_MAX_DIMS] = { false };
+    int64_t span = 0;
+    for (int k = 0; k < t->ndim; k++) {
+        int best = -1;
+        for (int d = 0; d < t->ndim; d++)
+            if (!used[d] && t->sizes[d] > 1 && (best < 0 || t->strides[d] < t->strides[best])) best = d;
+        if (best < 0) return true;
+        used[best] = true;
+        if (t->strides[best] <= span) return false;
+        span += (t->sizes[best] - 1) * t->strides[best];
+    }
+    return true;
+}
+/* Whether two elements of t address one storage element (its writes
+ * would race): a stride-0 dim of size > 1, or strides that make windows
+ * overlap (an unfold or as_strided view with step < size). Exact: when
+ * the strides are not nested (above), every element's offset is marked
+ * in a bitmap of t's span, at most the storage t reaches. Sets *dim to
+ * the first stride-0 dim of size > 1, else -1. KV_OVERLAP_UNKNOWN only
+ * when that bitmap cannot be allocated (PyTorch's "too hard": callers let
+ * the write go ahead). Inline, like the rule above, so that the plugins,
+ * which do not link libkv, judge writes exactly as the reference does. */
+static inline kv_overlap kv_tensor_internal_overlap(const kv_tensor *t, int *dim) {
+    if (dim) *dim = -1;
+    int64_t numel = 1, span = 0;
+    for (int d = 0; d < t->ndim; d++) numel *= t->sizes[d];
+    if (numel <= 1) return KV_OVERLAP_NO;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] > 1 && t->strides[d] == 0) {
+            if (dim) *dim = d;
+            return KV_OVERLAP_YES;
+        }
+        span += (t->sizes[d] - 1) * t->strides[d];
+    }
+    if (kv_tensor_strides_nested(t)) return KV_OVERLAP_NO;
+    unsigned char *seen = (unsigned char *)calloc((size_t)(span / 8 + 1), 1);
+    if (seen == NULL) return KV_OVERLAP_UNKNOWN;
+    int64_t idx[KV_MAX_DIMS] = { 0 };
+    int64_t off = 0;
+    kv_overlap result = KV_OVERLAP_NO;
+    for (;;) {
+        const unsigned char bit = (unsigned char)(1u << (off % 8));
+        if (seen[off / 8] & bit) {
+            result = KV_OVERLAP_YES;
+            break;
+        }
+        seen[off / 8] |= bit;
+        int d = t->ndim - 1;
+        for (; d >= 0; d--) {
+            off += t->strides[d];
+            if (++idx[d] < t->sizes[d]) break;
+            off -= t->sizes[d] * t->strides[d];
+            idx[d] = 0;
+        }
+        if (d < 0) break;
+    }
+    free(seen);
+    return result;
+}
+/* KV_ERR_INVALID_ARG naming op, arg and why (PyTorch's "more than one
+ * element of the written-to tensor refers to a single memory location")
+ * when t, about to be written, overlaps itself; KV_OK otherwise. */
+kv_status kv_tensor_check_no_internal_overlap(const char *op, const char *arg, const kv_tensor *t);
 /* Writes "[2, 3]" ("[]" for 0-dim) into buf, snprintf style: returns the
  * length the full text needs. For error messages and reports. */
 int kv_shape_format(const int64_t *sizes, int ndim, char *buf, int cap);

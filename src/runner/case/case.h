@@ -34,7 +34,8 @@ typedef enum kv_layout {
     KV_LAYOUT_TRANSPOSED,        /* t: last two dims swapped in memory */
     KV_LAYOUT_STRIDED,           /* s: every other element of a wider buffer */
     KV_LAYOUT_OFFSET,            /* o: a non-zero storage offset */
-    KV_LAYOUT_BROADCAST          /* b: leading dim expanded from size 1 (stride 0) */
+    KV_LAYOUT_BROADCAST,         /* b: leading dim expanded from size 1 (stride 0) */
+    KV_LAYOUT_WINDOW             /* w: dim-0 rows overlap, like unfold windows with step < size */
 } kv_layout;
 
 typedef enum kv_fill {
@@ -134,6 +135,10 @@ typedef struct kv_case {
      * path as resolved against the case file; "" for a one-op case. Its
      * `op` is "program:NAME" and it has no tensor inputs of its own. */
     char program[256];
+    /* --out=@N[.t] (case_out.c): out is input out_alias - 1 itself (0: a
+     * tensor of its own), transposed when out_alias_t. */
+    signed char out_alias;
+    bool out_alias_t;
 } kv_case;
 
 /* Canonical case ID: op(key=value,...) with keys in a fixed order, default
@@ -152,7 +157,18 @@ int kv_case_repro(const kv_case *c, char *buf, int cap);
 void kv_case_repro_set_prefix(const char *prefix);
 const char *kv_case_repro_prefix(void);
 
-const char *kv_layout_name(kv_layout l);        /* short: "c", "t", "s", "o", "b" */
+const char *kv_layout_name(kv_layout l);        /* short: "c", "t", "s", "o", "b", "w" */
+/* Layout w over shape sh: the stride of dim 0, in elements, when the
+ * layout makes rows overlap there (at least 2 dims, dim 0 of size >= 2,
+ * rows of R >= 2 elements, inner dims row-major: stride ceil(R/2), so
+ * consecutive rows share their last floor(R/2) elements, the windows of
+ * unfold(size=R, step=ceil(R/2)) over one long row); 0 when w does not
+ * apply to sh (then it is laid out contiguous, as t is on fewer than two
+ * dims). */
+int64_t kv_layout_window_step(const kv_shape *sh);
+/* The tensor --out=@N[.t] makes out: input N of `tensors` itself (a new
+ * reference) or its transposed view. NULL + error when it is none. */
+kv_tensor *kv_case_out_alias_of(const kv_case *c, kv_tensor *const *tensors);
 const char *kv_fill_name(kv_fill f);
 const char *kv_check_kind_name(kv_check_kind k);
 

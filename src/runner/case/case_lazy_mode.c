@@ -400,11 +400,11 @@ kv_status kv_case_mode_apply(kv_case *c, const kv_option_ctx *ctx, const int *ch
             return KV_OPT_ERR(ctx, alt->cols[0], "%s: --mode=%s: vmap needs tensor returns; the op returns a bool",
                               op_label(ctx), alt->text);
         for (int i = 0; i < c->ninputs; i++) {
-            if (c->absent[i] || c->layouts[i] != KV_LAYOUT_BROADCAST) continue;
+            if (c->absent[i] || (c->layouts[i] != KV_LAYOUT_BROADCAST && c->layouts[i] != KV_LAYOUT_WINDOW)) continue;
             return KV_OPT_ERR(ctx, alt->cols[0],
-                              "%s: --mode=%s: input %d has layout b, whose dim 0 would alias the %d samples of the "
+                              "%s: --mode=%s: input %d has layout %s, whose dim 0 would alias the %d samples of the "
                               "batch (use c, t, s or o)",
-                              op_label(ctx), alt->text, i, KV_CASE_VMAP_BATCH);
+                              op_label(ctx), alt->text, i, kv_layout_name(c->layouts[i]), KV_CASE_VMAP_BATCH);
         }
     }
     c->modes = m;

@@ -320,8 +320,8 @@ static kv_status kv_parse_layouts(const kv_option_ctx *ctx, const kv_spec_alt *a
     for (int i = 0; i < p.n; i++) {
         if (kv_layout_parse(p.text[i], &out[i]) != 0) {
             return KV_OPT_ERR(ctx, kv_spec_alt_col(alt, p.off[i]),
-                              "--layout: unknown layout '%s' (layouts: c, t, s, o, b or contiguous, "
-                              "transposed, strided, offset, broadcast)",
+                              "--layout: unknown layout '%s' (layouts: c, t, s, o, b, w or contiguous, "
+                              "transposed, strided, offset, broadcast, windowed)",
                               p.text[i]);
         }
     }
@@ -604,6 +604,10 @@ const kv_option_row kv_case_options[] = {
     { "lazy", KV_SPLIT_LIST, 2, KV_ID_REPRO, kv_case_lazy_check, kv_case_lazy_apply, kv_case_lazy_finish,
       kv_case_format_lazy },
     { "mode", KV_SPLIT_LIST, 2, KV_ID_REPRO, kv_case_mode_check, kv_case_mode_apply, NULL, kv_case_format_mode },
+    /* Which tensor out= is: an aliased out gives the values of a fresh
+     * one (or the expected error), so not in the golden key. */
+    { "out", KV_SPLIT_LIST, 2, KV_ID_REPRO, kv_case_out_check, kv_case_out_apply, kv_case_out_finish,
+      kv_case_format_out },
     /* In the ID (when not the default) but not in the golden key: they
      * change the verdict, not the values, so two cases differing only here
      * are two cases (neither is dropped as a duplicate, a baseline can name

@@ -65,6 +65,12 @@ int kv_case_format_mode(const kv_case *c, const kv_schema *s, kv_text_form f, ch
  * reason in `why`. */
 int kv_case_grad_why_not(const kv_case *c, const kv_op *op, char *why, int cap);
 
+/* ---- out= (case_out.c) ---- */
+kv_status kv_case_out_check(const kv_option_ctx *ctx, int axis, const kv_spec_alt *alt);
+kv_status kv_case_out_apply(kv_case *c, const kv_option_ctx *ctx, const int *choice);
+kv_status kv_case_out_finish(kv_case *c, const kv_option_ctx *ctx);
+int kv_case_format_out(const kv_case *c, const kv_schema *s, kv_text_form f, char *buf, int cap);
+
 /* Shortest text that strtod reads back as exactly d ("nan", "inf" too). */
 int kv_case_format_double(double d, char *buf, int cap);
 

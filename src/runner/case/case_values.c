@@ -23,6 +23,7 @@ const char *kv_layout_name(kv_layout l) {
     case KV_LAYOUT_STRIDED: return "s";
     case KV_LAYOUT_OFFSET: return "o";
     case KV_LAYOUT_BROADCAST: return "b";
+    case KV_LAYOUT_WINDOW: return "w";
     }
     return "?";
 }
@@ -34,12 +35,13 @@ static const char *kv_layout_long_name(kv_layout l) {
     case KV_LAYOUT_STRIDED: return "strided";
     case KV_LAYOUT_OFFSET: return "offset";
     case KV_LAYOUT_BROADCAST: return "broadcast";
+    case KV_LAYOUT_WINDOW: return "windowed";
     }
     return "?";
 }
 
 int kv_layout_parse(const char *text, kv_layout *out) {
-    for (int i = KV_LAYOUT_CONTIGUOUS; i <= KV_LAYOUT_BROADCAST; i++) {
+    for (int i = KV_LAYOUT_CONTIGUOUS; i <= KV_LAYOUT_WINDOW; i++) {
         if (strcmp(text, kv_layout_name((kv_layout)i)) == 0 ||
             strcmp(text, kv_layout_long_name((kv_layout)i)) == 0) {
             *out = (kv_layout)i;
@@ -47,6 +49,13 @@ int kv_layout_parse(const char *text, kv_layout *out) {
         }
     }
     return -1;
+}
+
+int64_t kv_layout_window_step(const kv_shape *sh) {
+    if (sh->ndim < 2 || sh->sizes[0] < 2) return 0;
+    int64_t row = 1;
+    for (int d = 1; d < sh->ndim; d++) row *= sh->sizes[d];
+    return row >= 2 ? (row + 1) / 2 : 0;
 }
 
 const char *kv_fill_name(kv_fill f) {

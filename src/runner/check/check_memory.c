@@ -151,7 +151,8 @@ static bool mem_one_run(const kv_check_ctx *ctx, const mem_target *tg, uint8_t p
     unsigned char *snap[KV_CASE_MAX_INPUTS] = { NULL };
     for (int i = 0; i < in.ntensors; i++) {
         const kv_tensor *t = in.tensors[i];
-        if (t == NULL || kv_check_arg_is_mutated(ctx->op, c->input_arg[i])) continue;
+        /* Written: a mutated argument, and the input an aliased out is. */
+        if (t == NULL || kv_check_arg_is_mutated(ctx->op, c->input_arg[i]) || c->out_alias == i + 1) continue;
         snap[i] = mem_storage_bytes(t);
     }
     kv_case_outputs out;

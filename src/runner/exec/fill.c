@@ -177,6 +177,11 @@ static const fill_row *fill_find(const char *op, const char *arg) {
     return NULL;
 }
 
+void kv_fill_plan_layout(kv_fill_plan *plan, kv_layout layout, const kv_shape *sh) {
+    plan->repeat_dim0 = layout == KV_LAYOUT_BROADCAST && sh->ndim >= 1 && sh->sizes[0] > 1;
+    plan->window_step0 = layout == KV_LAYOUT_WINDOW ? kv_layout_window_step(sh) : 0;
+}
+
 kv_status kv_fill_plan_for(const kv_case *c, const kv_schema *s, int input, kv_fill_plan *out) {
     if (input < 0 || input >= c->ninputs || input >= KV_CASE_MAX_INPUTS)
         return kv_error(KV_ERR_INVALID_ARG, "%s: input %d: out of range (the case has %d inputs)", c->op, input,
@@ -189,8 +194,7 @@ kv_status kv_fill_plan_for(const kv_case *c, const kv_schema *s, int input, kv_f
     out->domain = KV_DOMAIN_ALL;
     out->exact_range = 4;
     out->digit = input;
-    out->repeat_dim0 = c->layouts[input] == KV_LAYOUT_BROADCAST && c->shapes[input].ndim >= 1 &&
-                       c->shapes[input].sizes[0] > 1;
+    kv_fill_plan_layout(out, c->layouts[input], &c->shapes[input]);
 
     const fill_row *r = fill_find(c->op, s->args[a].name);
     if (r != NULL) {
@@ -485,19 +489,27 @@ kv_status kv_fill_tensor(kv_tensor *t, kv_fill mode, const kv_fill_plan *plan, u
     if (data == NULL || !kv_tensor_is_contiguous(t))
         return kv_error(KV_ERR_INVALID_ARG, "fill: argument 't': needs a contiguous host-addressable tensor");
     const size_t item = kv_dtype_size(t->dtype);
-    /* With repeat_dim0 the counter of an element is its row-major index
-     * within one dim-0 slice, so every slice gets the same values. */
-    int64_t slice = numel;
-    if (plan->repeat_dim0 && t->ndim >= 1 && t->sizes[0] > 0) slice = numel / t->sizes[0];
+    /* The counter of an element is the storage element its layout puts it
+     * in: with repeat_dim0 (b) its row-major index within one dim-0
+     * slice, so every slice gets the same values; with window_step0 (w)
+     * row i starting window_step0 counters after row i - 1, so the
+     * elements two overlapping rows share get one value. `span` counters
+     * are used in all. */
+    int64_t slice = numel, step0 = numel, span = numel;
+    if ((plan->repeat_dim0 || plan->window_step0 > 0) && t->ndim >= 1 && t->sizes[0] > 0) {
+        slice = numel / t->sizes[0];
+        step0 = plan->repeat_dim0 ? 0 : plan->window_step0;
+        span = (t->sizes[0] - 1) * step0 + slice;
+    }
     const bool cplx = kv_dtype_is_complex(t->dtype);
     for (int64_t k = 0; k < numel; k++) {
-        const uint64_t ctr = (uint64_t)(k % slice);
+        const uint64_t ctr = (uint64_t)((k / slice) * step0 + k % slice);
         fill_value v;
         if (mode == KV_FILL_SPECIAL) {
             v = fill_special(plan, t->dtype, ctr);
         } else if (mode == KV_FILL_SWEEP && kv_dtype_is_floating(t->dtype) && !cplx &&
                    plan->domain != KV_DOMAIN_INDEX && plan->domain != KV_DOMAIN_BOOL) {
-            v = fill_sweep(plan, t->dtype, key, ctr, slice);
+            v = fill_sweep(plan, t->dtype, key, ctr, span);
         } else if (cplx && plan->domain != KV_DOMAIN_INDEX && plan->domain != KV_DOMAIN_BOOL) {
             /* Independent components from counters 2c and 2c + 1. */
             const kv_dtype real = kv_dtype_to_real(t->dtype);
@@ -524,6 +536,13 @@ int kv_fill_golden_key(const kv_case *c, char *buf, int cap) {
         if (c->shapes[i].ndim < 1 || c->shapes[i].sizes[0] <= 1) continue;
         const int room = n < cap ? cap - n : 0;
         n += snprintf(room > 0 ? buf + n : NULL, (size_t)room, "%s%d", first ? "+bcast0=" : ",", i);
+        first = false;
+    }
+    first = true;
+    for (int i = 0; i < c->ninputs && i < KV_CASE_MAX_INPUTS; i++) {
+        if (c->absent[i] || c->layouts[i] != KV_LAYOUT_WINDOW || kv_layout_window_step(&c->shapes[i]) == 0) continue;
+        const int room = n < cap ? cap - n : 0;
+        n += snprintf(room > 0 ? buf + n : NULL, (size_t)room, "%s%d", first ? "+win0=" : ",", i);
         first = false;
     }
     return n;

@@ -17,6 +17,14 @@
  * the repeating inputs; cases without `b` inputs keep kv_case_golden_key
  * unchanged.
  *
+ * Layout `w` (windowed: rows of dim 0 overlap in storage, as the windows
+ * of unfold with step < size do, kv_layout_window_step) has the same
+ * problem and the same answer: the elements two rows share are one
+ * storage element, so the logical values of a `w` input are DEFINED by
+ * the storage fill: element (i, rest) takes the counter of its storage
+ * position i * step + rest, in every run of the case (the contiguous
+ * golden run included), and the golden key carries "+win0=I,J".
+ *
  * Fill modes:
  *   exact    small integers, or quarters k/4 for elementwise ops, sized per
  *            op and dtype so sums, products and matmuls are exact in the
@@ -59,6 +67,7 @@ typedef struct kv_fill_plan {
     int64_t exact_range;  /* exact fill: integers in [-R, R] (unsigned: [0, 2R]) */
     bool exact_quarters;  /* exact fill: k/4 instead of integers (elementwise ops) */
     bool repeat_dim0;     /* layout b: values repeat along dim 0 */
+    int64_t window_step0; /* layout w: dim-0 rows start this many elements apart and share the rest (0: no) */
     int digit;            /* special fill: which base-n digit of the counter (the input index) */
 } kv_fill_plan;
 
@@ -69,6 +78,10 @@ const char *kv_fill_domain_name(kv_fill_domain d);
  * range. An argument the index range depends on that is missing or out of
  * range gives index_hi = 0 (the call is then expected to fail). */
 kv_status kv_fill_plan_for(const kv_case *c, const kv_schema *s, int input, kv_fill_plan *out);
+
+/* Sets the plan's repeat_dim0 / window_step0 for an input of shape sh in
+ * `layout` (the case inputs' and the programs'). */
+void kv_fill_plan_layout(kv_fill_plan *plan, kv_layout layout, const kv_shape *sh);
 
 /* Fills every element of `t` (a contiguous tensor on a host-addressable
  * device) per `plan` and `mode` from stream `key`. */
@@ -84,7 +97,8 @@ kv_status kv_fill_case_input(const kv_case *c, const kv_schema *s, int input, kv
 
 /* The golden key of `c` as the checks store and look it up:
  * kv_case_golden_key, plus "+bcast0=I,J" when inputs I, J (of >= 1 dim and
- * dim 0 larger than 1) have layout b and so repeat along dim 0.
+ * dim 0 larger than 1) have layout b and so repeat along dim 0, plus
+ * "+win0=K" when input K has layout w over a shape it applies to.
  * snprintf style. */
 int kv_fill_golden_key(const kv_case *c, char *buf, int cap);
 

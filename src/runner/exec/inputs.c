@@ -79,6 +79,16 @@ kv_status kv_case_inputs_make(const kv_case *c, const kv_op *op, kv_device devic
         }
     }
 
+    /* ---- --out=@N: out is input N (runner/case/case_out.c) ---- */
+    for (int i = 0; c->out_alias > 0 && i < c->ninputs; i++) {
+        const int a = c->input_arg[i];
+        if (!s->args[a].kwarg_only || !s->args[a].alias.is_write || s->args[a].type.is_list) continue;
+        kv_tensor *t = kv_case_out_alias_of(c, out->tensors);
+        if (t == NULL) return inputs_fail(out, kv_last_error());
+        kv_tensor_release(out->tensors[i]);
+        out->tensors[i] = t;
+    }
+
     /* ---- the boxed arguments, in schema order ---- */
     int nlist = 0;
     for (int a = 0; a < s->nargs; a++) {

@@ -39,8 +39,11 @@ kv_tensor *kv_layout_place(const kv_tensor *logical, kv_layout layout, kv_device
     int64_t strides[KV_MAX_DIMS], phys[KV_MAX_DIMS];
     kv_tensor *out = NULL;
     kv_layout eff = layout;
+    kv_shape shape = { .ndim = nd };
+    memcpy(shape.sizes, sizes, sizeof(int64_t) * (size_t)nd);
+    const int64_t window_step = kv_layout_window_step(&shape);
     if ((layout == KV_LAYOUT_TRANSPOSED && nd < 2) || (layout == KV_LAYOUT_STRIDED && nd < 1) ||
-        (layout == KV_LAYOUT_BROADCAST && nd < 1))
+        (layout == KV_LAYOUT_BROADCAST && nd < 1) || (layout == KV_LAYOUT_WINDOW && window_step == 0))
         eff = KV_LAYOUT_CONTIGUOUS;
     switch (eff) {
     case KV_LAYOUT_CONTIGUOUS: out = kv_tensor_empty(sizes, nd, dt, device); break;
@@ -82,6 +85,18 @@ kv_tensor *kv_layout_place(const kv_tensor *logical, kv_layout layout, kv_device
         kv_tensor_release(base);
         break;
     }
+    case KV_LAYOUT_WINDOW: {
+        /* Rows of `row` elements starting window_step apart in one short
+         * storage: row i's tail is row i + 1's head. */
+        const int64_t row = kv_contiguous_strides(sizes, nd, strides) / sizes[0];
+        const int64_t n = (sizes[0] - 1) * window_step + row;
+        strides[0] = window_step;
+        kv_tensor *base = kv_tensor_empty(&n, 1, dt, device);
+        if (base == NULL) return NULL;
+        out = kv_tensor_view(base, sizes, strides, nd, 0);
+        kv_tensor_release(base);
+        break;
+    }
     }
     if (out == NULL) return NULL;
     if (kv_tensor_data(out) == NULL) {
@@ -93,7 +108,9 @@ kv_tensor *kv_layout_place(const kv_tensor *logical, kv_layout layout, kv_device
     memset(out->storage->data, KV_LAYOUT_GAP_BYTE, out->storage->nbytes);
     if (kv_tensor_numel(out) == 0) return out;
 
-    /* b copies slice 0 only: the other slices alias it. */
+    /* b copies slice 0 only: the other slices alias it. w copies every
+     * element: the shared ones twice, with equal values (the fill makes
+     * them so, runner/exec/fill.h). */
     int64_t walk[KV_MAX_DIMS];
     memcpy(walk, sizes, sizeof(int64_t) * (size_t)nd);
     if (eff == KV_LAYOUT_BROADCAST) walk[0] = 1;

@@ -36,9 +36,10 @@ kv_status kv_program_inputs(const kv_program *p, const kv_case *c, kv_prog_value
         plan.domain = in->domain;
         plan.exact_range = KV_PROG_EXACT_RANGE;
         plan.digit = i;
-        /* Layout b is dim 0 expanded from one slice: the values repeat
-         * there in every run, the truth's included (runner/exec/fill.h). */
-        plan.repeat_dim0 = in->layout == KV_LAYOUT_BROADCAST && in->shape.ndim >= 1 && in->shape.sizes[0] > 1;
+        /* Layout b is dim 0 expanded from one slice, w overlapping rows:
+         * the values repeat there in every run, the truth's included
+         * (runner/exec/fill.h). */
+        kv_fill_plan_layout(&plan, in->layout, &in->shape);
         const kv_status st = kv_fill_tensor(t, in->fill, &plan, kv_rng_substream(base, (uint64_t)i));
         if (st != KV_OK) return kv_error_prefix(st, "%s: input '%s': cannot fill it", p->path, in->name);
     }

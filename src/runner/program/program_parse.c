@@ -129,7 +129,7 @@ static kv_status pp_input_line(pp_state *st, const char *s) {
                 return PP_ERR(st, w + 5, "lazy=%s: the Conjugate bit needs a complex dtype", l);
         } else if (strncmp(buf, "layout=", 7) == 0) {
             if (kv_layout_parse(buf + 7, &in->layout) != 0)
-                return PP_ERR(st, w + 7, "unknown layout '%s' (c, t, s, o or b)", buf + 7);
+                return PP_ERR(st, w + 7, "unknown layout '%s' (c, t, s, o, b or w)", buf + 7);
         } else {
             return PP_ERR(st, w, "unknown input option '%s' (fill=, domain=, layout= or lazy=)", buf);
         }
