@@ -52,6 +52,7 @@
 #include "kv/accel.h"
 #include "kv/autograd.h"
 #include "kv/backend.h"
+#include "kv/lazy.h"
 #include "kv/tune.h"
 #include "runner/check/check_fastpath.h"
 #include "runner/check/check_program_grad.h"
@@ -459,7 +460,53 @@ typedef struct prog_run {
     char grad_fn[KV_PROG_MAX_VALUES][40]; /* "" for a leaf */
     kv_prog_values grads;        /* after backward: each input's .grad on the host, or NULL */
     kv_accel_counters calls;     /* every op, the whole program */
+    int zero_steps;              /* steps that read a ZeroTensor */
+    char zero_why[PROG_LABEL + 160]; /* the first such step whose ZeroTensor entry did not do its work */
 } prog_run;
+
+/* Whether a tensor argument of step k (in vals) carries the ZeroTensor bit. */
+static bool prog_step_reads_zero(const kv_program *p, int k, const kv_prog_values *vals) {
+    const kv_prog_step *s = &p->steps[k];
+    const kv_keyset z = kv_keyset_of(KV_KEY_ZERO_TENSOR);
+    for (int a = 0; a < KV_SCHEMA_MAX_ARGS; a++) {
+        const kv_prog_arg *pa = &s->args[a];
+        if (pa->kind == KV_PROG_ARG_VALUE && vals->v[pa->value] && (vals->v[pa->value]->keys & z)) return true;
+        for (int j = 0; pa->kind == KV_PROG_ARG_LIST && j < pa->nlist; j++)
+            if (vals->v[pa->list[j]] && (vals->v[pa->list[j]]->keys & z)) return true;
+    }
+    return false;
+}
+
+/* A step that read a ZeroTensor: an op with the ZeroTensor fallback must
+ * have run it and taken no fast path (no gate may let the bit reach the
+ * target's kernel); a view op falls through and must pass the bit on to
+ * its output. Other entries (clone, contiguous: kernels of their own)
+ * are the one-op lazy cases'. The first miss goes to run->zero_why. */
+static void prog_zero_evidence(const kv_program *p, int k, const kv_prog_values *vals, int64_t fallbacks,
+                               uint64_t fast, prog_run *run) {
+    const kv_prog_step *s = &p->steps[k];
+    const kv_op *op = kv_op_find(s->op);
+    char label[PROG_LABEL], why[160] = "";
+    switch (kv_op_entry_kind(op, KV_KEY_ZERO_TENSOR)) {
+    case KV_ENTRY_FALLBACK:
+        if (fallbacks == 0 || fast > 0)
+            snprintf(why, sizeof why, "the ZeroTensor fallback ran %lld times and the fast path %llu times (want >0 and 0)",
+                     (long long)fallbacks, (unsigned long long)fast);
+        break;
+    case KV_ENTRY_FALLTHROUGH: {
+        bool passed = false;
+        for (int i = 0; i < s->nout; i++)
+            passed |= s->out[i] >= 0 && vals->v[s->out[i]] && kv_keyset_has(vals->v[s->out[i]]->keys, KV_KEY_ZERO_TENSOR);
+        if (!passed) snprintf(why, sizeof why, "a view of a ZeroTensor lost the bit (no output carries ZeroTensor)");
+        break;
+    }
+    case KV_ENTRY_KERNEL:
+    case KV_ENTRY_MISSING: break;
+    }
+    if (why[0] == '\0' || run->zero_why[0] != '\0') return;
+    kv_prog_step_label(p, k, -1, label, sizeof label);
+    PROG_FMT(run->zero_why, sizeof run->zero_why, "%s read a ZeroTensor: %s", label, why);
+}
 
 static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const prog_switches *sw, prog_run *run) {
     memset(run, 0, sizeof *run);
@@ -472,7 +519,10 @@ static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const pr
      * values; a lazy input is the chain of lazy views autograd records
      * from it (runner/exec/lazy_inputs.h). */
     for (int i = 0; st == KV_OK && i < p->ninputs; i++) {
+        /* A ZeroTensor input is a constant, as PyTorch's efficient zeros
+         * are: it never requires grad. */
         const bool grad = (p->backward >= 0 || (ctx->c->modes & ((1u << KV_MODE_GRAD) | (1u << KV_MODE_NO_GRAD)))) &&
+                          !(p->inputs[i].lazy & KV_CASE_LAZY_ZERO) &&
                           (kv_dtype_is_floating(logical.v[i]->dtype) || kv_dtype_is_complex(logical.v[i]->dtype));
         if ((vals.v[i] = kv_lazy_input_build(logical.v[i], p->inputs[i].lazy, p->inputs[i].layout, ctx->c->device, grad,
                                              false, &leaves.v[i])) == NULL)
@@ -510,7 +560,16 @@ static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const pr
         }
     }
     for (int k = 0; run->status == KV_OK && k < p->nsteps; k++) {
+        const bool zero = prog_step_reads_zero(p, k, &vals);
+        const int64_t zf = kv_lazy_counters_get(KV_KEY_ZERO_TENSOR).fallback_calls;
+        const kv_accel_counters before = kv_accel_counters_total();
         st = kv_program_step_run(p, k, &vals, 0);
+        if (st == KV_OK && zero) {
+            const kv_accel_counters after = kv_accel_counters_total();
+            run->zero_steps++;
+            prog_zero_evidence(p, k, &vals, kv_lazy_counters_get(KV_KEY_ZERO_TENSOR).fallback_calls - zf,
+                               after.fast + after.manual - before.fast - before.manual, run);
+        }
         if (st != KV_OK) {
             run->status = st;
             run->failed_step = k;
@@ -680,6 +739,10 @@ static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
             kv_check_result_set(&r, bad, "%s: the %s run failed on accel (target %s): %s", label, names[i],
                                 kv_accel_target_name(), runs[i].message);
         }
+        for (int i = 0; i < 3 && r.status == KV_RESULT_PASS; i++)
+            if (runs[i].zero_why[0])
+                kv_check_result_set(&r, KV_RESULT_FAIL, "the %s run (gate %s): %s", names[i],
+                                    kv_accel_gate_name((kv_accel_gate)g), runs[i].zero_why);
         for (int i = 1; i < 3 && r.status == KV_RESULT_PASS; i++)
             if (!prog_runs_same(p, &runs[0], &runs[i], &r, why, (int)sizeof why))
                 kv_check_result_set(&r, KV_RESULT_FAIL, "%s vs slow (gate %s): %s", names[i],
@@ -702,6 +765,10 @@ static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
                                 "manual, %llu slow calls)",
                                 p->nsteps, p->backward >= 0 ? " and the inputs' gradients" : "", (unsigned long long)runs[1].calls.fast, (unsigned long long)runs[1].calls.manual,
                                 (unsigned long long)runs[1].calls.slow);
+        if (r.status == KV_RESULT_PASS && runs[1].zero_steps > 0)
+            kv_check_result_append(&r, "; %d steps read a ZeroTensor: where its fallback is the op's entry it ran with "
+                                   "no fast path, and views kept the bit",
+                                   runs[1].zero_steps);
         for (int i = 0; i < 3; i++) prog_free_run_release(&runs[i]);
         kv_inflight_set_check("");
         kv_check_push(ctx, &r);

@@ -21,7 +21,10 @@
  * gradcheck input carrying the bits over stored values that read back as
  * the input's values (neg: _neg_view(neg(x)); conj: conj(conj_physical(x))),
  * so backward flows through the lazy views and their fallbacks, as it does
- * for a user's tensor carrying the bit. */
+ * for a user's tensor carrying the bit. A `zero` input is no variable: it
+ * is a constant ZeroTensor (zeros, the bit on), as PyTorch's efficient
+ * zeros never require grad, and the steps reading it go through the
+ * ZeroTensor fallback. */
 #include "runner/check/check_program_grad.h"
 
 #include <stdio.h>
@@ -34,6 +37,7 @@
 #include "runner/check/check_util.h"
 #include "runner/exec/inflight.h"
 #include "runner/exec/inputs.h"
+#include "runner/exec/lazy_inputs.h"
 
 typedef struct pg_ctx {
     const kv_program *p;
@@ -125,7 +129,24 @@ void kv_check_program_grad(const kv_check_ctx *ctx, const kv_program *p) {
             st = kv_last_error();
             break;
         }
-        const bool diff = kv_dtype_is_floating(placed->dtype) || kv_dtype_is_complex(placed->dtype);
+        /* A ZeroTensor input (lazy=zero) is a constant carrying its bit,
+         * so the steps reach its fallback: PyTorch's efficient zeros never
+         * require grad. */
+        const bool zero = (p->inputs[i].lazy & KV_CASE_LAZY_ZERO) != 0;
+        if (zero) {
+            /* In the widened dtype of the variables (gradcheck runs in
+             * f64 / c128), so the steps see one dtype. */
+            const kv_dtype wide = kv_dtype_is_complex(placed->dtype) ? KV_C128 : KV_F64;
+            kv_tensor *zw = kv__to_copy(logical.v[i], &wide, NULL, NULL, NULL, false, NULL);
+            kv_tensor *z = zw ? kv_lazy_input_build(zw, KV_CASE_LAZY_ZERO, KV_LAYOUT_CONTIGUOUS, dev, false, false, NULL) : NULL;
+            kv_tensor_release(zw);
+            kv_tensor_release(placed);
+            if ((placed = z) == NULL) {
+                st = kv_last_error();
+                break;
+            }
+        }
+        const bool diff = !zero && (kv_dtype_is_floating(placed->dtype) || kv_dtype_is_complex(placed->dtype));
         g.slot_of[i] = diff ? nx : -1;
         if (diff) {
             elements += kv_tensor_numel(placed);

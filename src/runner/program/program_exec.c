@@ -41,6 +41,10 @@ kv_status kv_program_inputs(const kv_program *p, const kv_case *c, kv_prog_value
         plan.repeat_dim0 = in->layout == KV_LAYOUT_BROADCAST && in->shape.ndim >= 1 && in->shape.sizes[0] > 1;
         const kv_status st = kv_fill_tensor(t, in->fill, &plan, kv_rng_substream(base, (uint64_t)i));
         if (st != KV_OK) return kv_error_prefix(st, "%s: input '%s': cannot fill it", p->path, in->name);
+        /* A ZeroTensor input (lazy=zero) is zeros whatever its storage
+         * held: its logical value, so its truth, is all zeros (each input
+         * has its own substream, so the others' bytes do not change). */
+        if ((in->lazy & KV_CASE_LAZY_ZERO) && t->storage->nbytes > 0) memset(t->storage->data, 0, t->storage->nbytes);
     }
     return KV_OK;
 }
