@@ -239,14 +239,30 @@ static void test_case_lines(void **state) {
     kv_case_list_free(&cl);
 
     /* Modes apply (to the accel free runs); vmap (the whole program
-     * batched) only alone. */
-    assert_int_equal(cases_in_tmp("--program=a.prog --mode=autocast_f16,trace,vmap\n", &cl), KV_OK);
-    assert_int_equal(cl.n, 3);
+     * batched) alone or with the other modes inside it. */
+    assert_int_equal(cases_in_tmp("--program=a.prog --mode=autocast_f16,trace,vmap,vmap+grad+trace\n", &cl), KV_OK);
+    assert_int_equal(cl.n, 4);
     assert_int_equal(cl.items[1].modes, 1u << KV_MODE_TRACE);
     assert_int_equal(cl.items[2].modes, 1u << KV_MODE_VMAP);
+    assert_int_equal(cl.items[3].modes, (1u << KV_MODE_VMAP) | (1u << KV_MODE_GRAD) | (1u << KV_MODE_TRACE));
     kv_case_list_free(&cl);
-    assert_int_not_equal(cases_in_tmp("--program=a.prog --mode=vmap+trace\n", &cl), KV_OK);
-    snprintf(want, sizeof want, "%s/t.case:1:25: --mode=vmap+trace: on a --program= line vmap is supported alone",
+    /* A program with `backward`: no_grad leaves nothing to differentiate,
+     * and per-sample gradients under vmap are refused, naming why. */
+    write_file("tr.prog", "program tr\ninput x f32 [3]\ny = neg(x)\nl = sum.dim_IntList(y, none)\noutput l\nbackward l\n");
+    assert_int_equal(cases_in_tmp("--program=tr.prog --mode=vmap,autocast_bf16,functionalize,trace,grad\n", &cl), KV_OK);
+    kv_case_list_free(&cl);
+    assert_int_not_equal(cases_in_tmp("--program=tr.prog --mode=vmap+trace\n", &cl), KV_OK);
+    snprintf(want, sizeof want,
+             "%s/t.case:1:26: --mode=vmap+trace: the program runs 'backward l': vmap with another mode batches the "
+             "forward steps only; per-sample gradients (functorch's vmap(grad(f))) need a grad transform kvsuite does "
+             "not have (its Batched key sits above Autograd)",
+             tmpdir);
+    assert_string_equal(kv_last_error_message(), want);
+    kv_case_list_free(&cl);
+    assert_int_not_equal(cases_in_tmp("--program=tr.prog --mode=no_grad\n", &cl), KV_OK);
+    snprintf(want, sizeof want,
+             "%s/t.case:1:26: --mode=no_grad: the program runs 'backward l', and under no_grad its steps record no "
+             "graph to run it through",
              tmpdir);
     assert_string_equal(kv_last_error_message(), want);
     kv_case_list_free(&cl);
@@ -576,6 +592,20 @@ static void test_broken_mode_names_step(void **state) {
     expect_layer_breaks_row(&b);
 }
 
+/* The same broken Autocast entry under vmap: the batched steps run with
+ * autocast inside the vmap level, and program:vmap must name step 1
+ * (addmm) both where it compares bit for bit with the per-sample runs
+ * (the cpu: the values agree, as those runs lack the casts too, so the
+ * step's autocast evidence must catch it) and where it is teacher-forced
+ * against the cast problem's truth (accel over SIM). */
+static void test_broken_mode_under_vmap_names_step(void **state) {
+    (void)state;
+    const layer_break b = { "addmm", KV_KEY_AUTOCAST, autocast_skipping_layer,
+                            "cases/programs/mlp.prog --mode=vmap+autocast_f16", "program:vmap",
+                            { "step 1 (addmm, ", "mode=autocast_f16", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
+}
+
 /* The gate itself broken (the test-only hook of src/boxing/gate.c forces
  * every gate open): the Negative bit that step 1 (_neg_view) makes on
  * accel reaches the target's mm kernel in step 2 on the fast path, which
@@ -841,6 +871,7 @@ int main(void) {
         cmocka_unit_test(test_broken_batching_rule_names_step),
         cmocka_unit_test(test_cpu_lazy_bits_reach_dispatcher),
         cmocka_unit_test(test_broken_mode_names_step),
+        cmocka_unit_test(test_broken_mode_under_vmap_names_step),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -147,6 +147,13 @@ kv_status kv_program_step_run(const kv_program *p, int k, kv_prog_values *vals, 
     st = kv_case_invoke(op, &in, ks, &out);
     kv_case_inputs_free(&in);
     if (st != KV_OK) return st;
+    return kv_program_step_store(p, k, &out, vals);
+}
+
+kv_status kv_program_step_store(const kv_program *p, int k, kv_case_outputs *outs, kv_prog_values *vals) {
+    const kv_prog_step *step = &p->steps[k];
+    kv_case_outputs out = *outs;
+    memset(outs, 0, sizeof *outs);
     if (out.n != step->nout) {
         kv_case_outputs_free(&out);
         return kv_error(KV_ERR_INTERNAL, "%s: step %d (%s) returned %d tensors, the program names %d", p->path, k + 1,
