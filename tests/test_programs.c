@@ -493,7 +493,7 @@ typedef struct layer_break {
     kv_kernel_fn layer;
     const char *line;        /* "cases/programs/mlp.prog --mode=vmap": the case line after --program= */
     const char *row;         /* the row that must fail */
-    const char *needles[3];  /* each must be in its message; NULL-terminated */
+    const char *needles[4];  /* each must be in its message; NULL-terminated */
     const char *passes;      /* a row that must still pass on the cpu, or NULL */
     const char *accel_row;   /* the row on accel when its name differs, else NULL */
 } layer_break;
@@ -540,6 +540,30 @@ static void test_broken_gradient_fails_gradcheck(void **state) {
     (void)state;
     const layer_break b = { "gelu", KV_KEY_AUTOGRAD, autograd_dropping_layer, "cases/programs/mlp_train.prog",
                             "grad:gradcheck", { "backward from loss: the gradient of input x, element ", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
+}
+
+/* A gradient broken in low precision only: gelu's Autograd entry records
+ * nothing when its input is f16/bf16 (the f32/f64 path stays right, so
+ * grad:gradcheck, in f64, passes). Under autocast the MLP's gelu gets
+ * f16 from addmm: grad:autocast, whose truth is the cast problem's
+ * gradient in f64, names input x and localizes it: the gradient reaching
+ * h (step 1's output) is the first to diverge in backward order, made by
+ * the backward of step 2 (gelu). */
+static kv_status autograd_dropping_low_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_ivalue *self = &stack->slots[stack->size - 2];
+    if (self->tag == KV_IV_TENSOR && (self->v.tensor->dtype == KV_F16 || self->v.tensor->dtype == KV_BF16))
+        return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_AUTOGRAD), stack);
+    return g_replaced(op, ks, stack);
+}
+
+static void test_broken_gradient_under_autocast_names_step(void **state) {
+    (void)state;
+    const layer_break b = { "gelu", KV_KEY_AUTOGRAD, autograd_dropping_low_layer,
+                            "cases/programs/mlp_train.prog --mode=autocast_f16", "grad:autocast",
+                            { "backward from loss: the .grad of input x is none under the modes",
+                              "first diverges at h (", "made by the backward of step 2 (gelu, " },
+                            "grad:gradcheck", NULL };
     expect_layer_breaks_row(&b);
 }
 
@@ -868,6 +892,7 @@ int main(void) {
         cmocka_unit_test(test_forced_gate_grad_fn),
         cmocka_unit_test(test_broken_variant_names_step),
         cmocka_unit_test(test_broken_gradient_fails_gradcheck),
+        cmocka_unit_test(test_broken_gradient_under_autocast_names_step),
         cmocka_unit_test(test_broken_batching_rule_names_step),
         cmocka_unit_test(test_cpu_lazy_bits_reach_dispatcher),
         cmocka_unit_test(test_broken_mode_names_step),

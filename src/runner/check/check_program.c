@@ -812,6 +812,8 @@ void kv_check_program_run(const kv_check_ctx *ctx) {
             else if (ctx->c->device.type == KV_DEVICE_ACCEL) prog_fastpath(ctx, p);
             if (!vmap && ctx->c->modes != 0) kv_check_program_modes(ctx, p, &truth);
             if (p->backward >= 0) kv_check_program_grad(ctx, p);
+            if (p->backward >= 0 && kv_case_autocast_dtype(ctx->c) != KV_DTYPE_COUNT)
+                kv_check_program_grad_autocast(ctx, p);
         }
     }
     kv_prog_values_free(&truth);

@@ -38,6 +38,7 @@
 #include "runner/exec/inflight.h"
 #include "runner/exec/inputs.h"
 #include "runner/exec/lazy_inputs.h"
+#include "runner/exec/mode_session.h"
 
 typedef struct pg_ctx {
     const kv_program *p;
@@ -45,6 +46,7 @@ typedef struct pg_ctx {
     kv_tensor *consts[KV_PROG_MAX_VALUES];
     int failed_step;                   /* the step whose call failed, -1 */
     char why[512];
+    kv_case modes;                     /* .modes: functionalize/trace around the steps, or 0 */
 } pg_ctx;
 
 /* x with the lazy bits `bits` (KV_CASE_LAZY_*): a view chain of x whose
@@ -94,12 +96,21 @@ static kv_status pg_eval(void *vctx, kv_tensor *const *xs, int n, kv_tensor **ou
                      kv_last_error_message());
         }
     }
+    kv_mode_session ms;
+    memset(&ms, 0, sizeof ms);
+    bool entered = false;
+    if (st == KV_OK && g->modes.modes != 0) {
+        if ((st = kv_mode_session_begin(&ms, &g->modes, kv_op_find(p->steps[0].op))) == KV_OK) entered = true;
+        else snprintf(g->why, sizeof g->why, "cannot enter the modes: %.400s", kv_last_error_message());
+    }
     for (int k = 0; k < p->nsteps && st == KV_OK; k++) {
         if ((st = kv_program_step_run(p, k, &vals, 0)) != KV_OK) {
             g->failed_step = k;
             snprintf(g->why, sizeof g->why, "%s: %.400s", kv_status_name(st), kv_last_error_message());
         }
     }
+    if (entered) kv_mode_session_end(&ms);
+    kv_mode_session_free(&ms);
     if (st == KV_OK) {
         kv_tensor_retain(vals.v[p->backward]);
         outs[0] = vals.v[p->backward];
@@ -118,6 +129,12 @@ void kv_check_program_grad(const kv_check_ctx *ctx, const kv_program *p) {
     memset(&g, 0, sizeof g);
     g.p = p;
     g.failed_step = -1;
+    /* functionalize and trace keep every value, so the program under them
+     * is the same function and central differences judge it as without;
+     * autocast changes it (f16 steps), so its gradient has grad:autocast
+     * and this row checks the f64 program without it. */
+    g.modes = *ctx->c;
+    g.modes.modes = ctx->c->modes & ((1u << KV_MODE_FUNCTIONALIZE) | (1u << KV_MODE_TRACE));
     kv_prog_values logical;
     kv_tensor *xs[KV_PROG_MAX_VALUES] = { NULL };
     int nx = 0;
@@ -177,8 +194,12 @@ void kv_check_program_grad(const kv_check_ctx *ctx, const kv_program *p) {
             kv_check_result_set(&r, KV_RESULT_PASS,
                                 "backward from %s: the gradients of %d inputs (%lld elements) equal central "
                                 "differences of the program in f64 (atol 1e-5, rtol 1e-3: PyTorch's gradcheck "
-                                "defaults)",
-                                loss, nx, (long long)elements);
+                                "defaults)%s",
+                                loss, nx, (long long)elements,
+                                g.modes.modes == 0 ? ""
+                                : g.modes.modes == (1u << KV_MODE_TRACE) ? ", the steps under trace"
+                                : g.modes.modes == (1u << KV_MODE_FUNCTIONALIZE) ? ", the steps under functionalize"
+                                                                                   : ", the steps under functionalize+trace");
         } else if (gr.ran) {
             int input = -1;
             for (int i = 0; i < p->ninputs; i++)

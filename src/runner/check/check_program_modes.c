@@ -104,7 +104,9 @@ static bool pm_step(const kv_check_ctx *ctx, const kv_program *p, const kv_prog_
     const kv_prog_step *s = &p->steps[k];
     const kv_op *op = kv_op_find(s->op);
     const unsigned modes = ctx->c->modes;
-    const bool grad = (modes & ((1u << KV_MODE_GRAD) | (1u << KV_MODE_NO_GRAD))) != 0;
+    /* A program with `backward` runs its steps with grad on (no_grad is
+     * refused there): each step must also record its node. */
+    const bool grad = (modes & ((1u << KV_MODE_GRAD) | (1u << KV_MODE_NO_GRAD))) != 0 || p->backward >= 0;
     const kv_dtype ac = kv_case_autocast_dtype(ctx->c);
     char label[400];
     kv_prog_step_label(p, k, -1, label, sizeof label);
@@ -133,7 +135,7 @@ static bool pm_step(const kv_check_ctx *ctx, const kv_program *p, const kv_prog_
     }
     kv_case sc;
     kv_program_step_case(p, k, &tin, ctx->c->device, &sc);
-    sc.modes = modes;
+    sc.modes = modes | (p->backward >= 0 ? 1u << KV_MODE_GRAD : 0u);
     kv_mode_session ms;
     memset(&ms, 0, sizeof ms);
     kv_case_outputs out;
@@ -204,9 +206,11 @@ void kv_check_program_modes(const kv_check_ctx *ctx, const kv_program *p, const 
                 snprintf(modes + strlen(modes), sizeof modes - strlen(modes), "%s%s", modes[0] ? "+" : "",
                          kv_case_mode_name((kv_case_mode)m));
         kv_check_result_set(&r, KV_RESULT_PASS,
-                            "%d steps under %s, teacher-forced: each left the mode's trace and is within its op's "
+                            "%d steps under %s%s, teacher-forced: each left the mode's trace and is within its op's "
                             "tolerance of its truth%s",
-                            done, modes, kv_case_autocast_dtype(ctx->c) != KV_DTYPE_COUNT ? " on the autocast inputs" : "");
+                            done, modes,
+                            p->backward >= 0 && !(ctx->c->modes & (1u << KV_MODE_GRAD)) ? " with grad on (backward)" : "",
+                            kv_case_autocast_dtype(ctx->c) != KV_DTYPE_COUNT ? " on the autocast inputs" : "");
     }
     kv_inflight_set_check("");
     kv_check_push(ctx, &r);
