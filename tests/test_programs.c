@@ -663,19 +663,18 @@ static void test_forced_gate_names_step(void **state) {
     kv_result_list_free(&res);
 }
 
-/* Training: with the gate forced open the forward addmm of step 1 takes
- * the fast path although its inputs require grad (and b1 carries the
- * Negative bit), so the target's kernel gets the bit and autograd would
- * record nothing: both rows name step 1 (addmm). */
-static void test_forced_gate_backward_names_step(void **state) {
-    (void)state;
+/* A suite program on accel (`prog`, from the repository root): green,
+ * `unforced` in its fastpath:exact message; then with the gate forced
+ * open (kv_accel_gate_force_for_tests) both gates' rows FAIL with every
+ * needle (NULL-terminated) in the message. */
+static void expect_forced_gate_fails(const char *prog, const char *unforced, const char *const *needles) {
     char cwd[512], line[1024];
     assert_non_null(getcwd(cwd, sizeof cwd));
-    snprintf(line, sizeof line, "--program=%s/cases/programs/mlp_train.prog --device=accel\n", cwd);
+    snprintf(line, sizeof line, "--program=%s/%s --device=accel\n", cwd, prog);
     kv_result_list res;
     run_text(line, &res);
     assert_no_bad_row(&res);
-    assert_non_null(strstr(row_of(&res, "fastpath:exact")->message, "and the inputs' gradients equal"));
+    assert_non_null(strstr(row_of(&res, "fastpath:exact")->message, unforced));
     kv_result_list_free(&res);
     kv_accel_gate_force_for_tests(true);
     run_text(line, &res);
@@ -684,12 +683,80 @@ static void test_forced_gate_backward_names_step(void **state) {
     for (int g = 0; g < 2; g++) {
         const kv_check_result *r = row_of(&res, gates[g]);
         assert_non_null(r);
-        if (r->status != KV_RESULT_FAIL || strstr(r->message, "step 1 (addmm, ") == NULL) {
+        bool ok = r->status == KV_RESULT_FAIL;
+        for (int i = 0; ok && needles[i]; i++) ok = strstr(r->message, needles[i]) != NULL;
+        if (!ok) {
+            dump_rows(&res);
+            fail_msg("%s: %s did not fail as expected", prog, gates[g]);
+        }
+    }
+    kv_result_list_free(&res);
+}
+
+/* ZeroTensor inputs: kv_decode_zero's cache is a ZeroTensor; with the
+ * gate forced open the fast path hands step 3's mm (reading the
+ * transposed slice of the cache) to the target's kernel with the bit on,
+ * which the slow path would have sent through the ZeroTensor fallback:
+ * both gates' rows name step 3 (mm). */
+static void test_forced_gate_zero_names_step(void **state) {
+    (void)state;
+    static const char *needles[] = { "step 3 (mm, ", "ZeroTensor", NULL };
+    expect_forced_gate_fails("cases/programs/kv_decode_zero.prog", "steps read a ZeroTensor", needles);
+}
+
+/* The ZeroTensor evidence itself: a kernel registered at mm's ZeroTensor
+ * key that strips the bit and passes the call down computes the right
+ * values (the stored values are zeros) without the fallback or a
+ * materialization. Only the fastpath rows' per-step evidence sees it:
+ * both gates' rows name step 3 (mm). */
+static kv_status zero_stripping_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    kv_tensor *stripped[KV_CASE_MAX_INPUTS];
+    int n = 0;
+    for (int i = 0; i < stack->size && n < KV_CASE_MAX_INPUTS; i++) {
+        kv_ivalue *a = &stack->slots[i];
+        if (a->tag != KV_IV_TENSOR || !kv_keyset_has(a->v.tensor->keys, KV_KEY_ZERO_TENSOR)) continue;
+        a->v.tensor->keys = kv_keyset_remove(a->v.tensor->keys, KV_KEY_ZERO_TENSOR);
+        stripped[n++] = a->v.tensor;
+    }
+    const kv_status st = kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_ZERO_TENSOR), stack);
+    /* The program's values own the inputs: the bit goes back on them. */
+    for (int i = 0; i < n; i++) stripped[i]->keys = kv_keyset_add(stripped[i]->keys, KV_KEY_ZERO_TENSOR);
+    return st;
+}
+
+static void test_zero_evidence_names_step(void **state) {
+    (void)state;
+    assert_int_equal(kv_op_entry_kind(kv_op_find("mm"), KV_KEY_ZERO_TENSOR), KV_ENTRY_FALLBACK);
+    assert_int_equal(kv_register_kernel("mm", KV_KEY_ZERO_TENSOR, zero_stripping_layer), KV_OK);
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(line, sizeof line, "--program=%s/cases/programs/kv_decode_zero.prog --device=accel\n", cwd);
+    kv_result_list res;
+    run_text(line, &res);
+    assert_int_equal(kv_register_kernel("mm", KV_KEY_ZERO_TENSOR, NULL), KV_OK);
+    static const char *gates[] = { "fastpath:seed", "fastpath:exact" };
+    for (int g = 0; g < 2; g++) {
+        const kv_check_result *r = row_of(&res, gates[g]);
+        assert_non_null(r);
+        if (r->status != KV_RESULT_FAIL || strstr(r->message, "step 3 (mm, ") == NULL ||
+            strstr(r->message, "read a ZeroTensor: lazy=zero@1: the ZeroTensor fallback never ran") == NULL) {
             dump_rows(&res);
             fail();
         }
     }
+    /* The values agree: the accel teacher-forced row passes. */
+    assert_int_equal(row_of(&res, "program:Accel")->status, KV_RESULT_PASS);
     kv_result_list_free(&res);
+}
+
+/* Training: with the gate forced open the forward addmm of step 1 takes
+ * the fast path although its inputs require grad (and b1 carries the
+ * Negative bit), so the target's kernel gets the bit and autograd would
+ * record nothing: both rows name step 1 (addmm). */
+static void test_forced_gate_backward_names_step(void **state) {
+    (void)state;
+    static const char *needles[] = { "step 1 (addmm, ", NULL };
+    expect_forced_gate_fails("cases/programs/mlp_train.prog", "and the inputs' gradients equal", needles);
 }
 
 /* The golden row against a store of its own: recorded under regen, then
@@ -884,6 +951,8 @@ int main(void) {
         cmocka_unit_test(test_broken_fast_path_names_step),
         cmocka_unit_test(test_forced_gate_names_step),
         cmocka_unit_test(test_forced_gate_backward_names_step),
+        cmocka_unit_test(test_forced_gate_zero_names_step),
+        cmocka_unit_test(test_zero_evidence_names_step),
         cmocka_unit_test(test_golden_row),
         cmocka_unit_test(test_reference_failure),
         cmocka_unit_test(test_never_fired),

@@ -466,46 +466,32 @@ typedef struct prog_run {
 
 /* Whether a tensor argument of step k (in vals) carries the ZeroTensor bit. */
 static bool prog_step_reads_zero(const kv_program *p, int k, const kv_prog_values *vals) {
-    const kv_prog_step *s = &p->steps[k];
-    const kv_keyset z = kv_keyset_of(KV_KEY_ZERO_TENSOR);
-    for (int a = 0; a < KV_SCHEMA_MAX_ARGS; a++) {
-        const kv_prog_arg *pa = &s->args[a];
-        if (pa->kind == KV_PROG_ARG_VALUE && vals->v[pa->value] && (vals->v[pa->value]->keys & z)) return true;
-        for (int j = 0; pa->kind == KV_PROG_ARG_LIST && j < pa->nlist; j++)
-            if (vals->v[pa->list[j]] && (vals->v[pa->list[j]]->keys & z)) return true;
-    }
+    for (int v = 0; v < p->nvalues; v++)
+        if (vals->v[v] && kv_keyset_has(vals->v[v]->keys, KV_KEY_ZERO_TENSOR) && kv_program_step_reads(&p->steps[k], v))
+            return true;
     return false;
 }
 
-/* A step that read a ZeroTensor: an op with the ZeroTensor fallback must
- * have run it and taken no fast path (no gate may let the bit reach the
- * target's kernel); a view op falls through and must pass the bit on to
- * its output. Other entries (clone, contiguous: kernels of their own)
- * are the one-op lazy cases'. The first miss goes to run->zero_why. */
-static void prog_zero_evidence(const kv_program *p, int k, const kv_prog_values *vals, int64_t fallbacks,
-                               uint64_t fast, prog_run *run) {
-    const kv_prog_step *s = &p->steps[k];
-    const kv_op *op = kv_op_find(s->op);
-    char label[PROG_LABEL], why[160] = "";
-    switch (kv_op_entry_kind(op, KV_KEY_ZERO_TENSOR)) {
-    case KV_ENTRY_FALLBACK:
-        if (fallbacks == 0 || fast > 0)
-            snprintf(why, sizeof why, "the ZeroTensor fallback ran %lld times and the fast path %llu times (want >0 and 0)",
-                     (long long)fallbacks, (unsigned long long)fast);
-        break;
-    case KV_ENTRY_FALLTHROUGH: {
-        bool passed = false;
-        for (int i = 0; i < s->nout; i++)
-            passed |= s->out[i] >= 0 && vals->v[s->out[i]] && kv_keyset_has(vals->v[s->out[i]]->keys, KV_KEY_ZERO_TENSOR);
-        if (!passed) snprintf(why, sizeof why, "a view of a ZeroTensor lost the bit (no output carries ZeroTensor)");
-        break;
-    }
-    case KV_ENTRY_KERNEL:
-    case KV_ENTRY_MISSING: break;
-    }
-    if (why[0] == '\0' || run->zero_why[0] != '\0') return;
+/* A step that read a ZeroTensor ran inside a session that counts the
+ * ZeroTensor bit of its inputs (kv_prog_step_under_modes): the bit must
+ * have left its trace as the one-op lazy check asks (`evidence`: the
+ * fallback ran, or a view passed the bit on, or the op's own ZeroTensor
+ * kernel materialized it), and an op whose entry is the fallback must
+ * have taken no fast path: no gate may hand the bit to the target's
+ * kernel. The first miss goes to run->zero_why. */
+static void prog_zero_evidence(const kv_program *p, int k, bool evidence, const char *why, uint64_t fast,
+                               prog_run *run) {
+    if (run->zero_why[0] != '\0') return;
+    const bool fallback = kv_op_entry_kind(kv_op_find(p->steps[k].op), KV_KEY_ZERO_TENSOR) == KV_ENTRY_FALLBACK;
+    if (evidence && !(fallback && fast > 0)) return;
+    char label[PROG_LABEL];
     kv_prog_step_label(p, k, -1, label, sizeof label);
-    PROG_FMT(run->zero_why, sizeof run->zero_why, "%s read a ZeroTensor: %s", label, why);
+    if (!evidence)
+        PROG_FMT(run->zero_why, sizeof run->zero_why, "%s read a ZeroTensor: %s", label, why);
+    else
+        PROG_FMT(run->zero_why, sizeof run->zero_why,
+                 "%s read a ZeroTensor: its fallback ran, but the fast path took the op %llu times", label,
+                 (unsigned long long)fast);
 }
 
 static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const prog_switches *sw, prog_run *run) {
@@ -561,19 +547,22 @@ static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const pr
     }
     for (int k = 0; run->status == KV_OK && k < p->nsteps; k++) {
         const bool zero = prog_step_reads_zero(p, k, &vals);
-        const int64_t zf = kv_lazy_counters_get(KV_KEY_ZERO_TENSOR).fallback_calls;
         const kv_accel_counters before = kv_accel_counters_total();
-        st = kv_program_step_run(p, k, &vals, 0);
+        bool evidence = true;
+        char ewhy[PROG_LABEL] = "";
+        st = zero ? kv_prog_step_under_modes(p, k, &vals, 0, KV_CASE_LAZY_ZERO, ctx->c->device, &evidence, ewhy,
+                                             (int)sizeof ewhy)
+                  : kv_program_step_run(p, k, &vals, 0);
         if (st == KV_OK && zero) {
             const kv_accel_counters after = kv_accel_counters_total();
             run->zero_steps++;
-            prog_zero_evidence(p, k, &vals, kv_lazy_counters_get(KV_KEY_ZERO_TENSOR).fallback_calls - zf,
-                               after.fast + after.manual - before.fast - before.manual, run);
+            prog_zero_evidence(p, k, evidence, ewhy, after.fast + after.manual - before.fast - before.manual, run);
         }
         if (st != KV_OK) {
             run->status = st;
             run->failed_step = k;
-            PROG_FMT(run->message, sizeof run->message, "%s: %s", kv_status_name(st), kv_last_error_message());
+            PROG_FMT(run->message, sizeof run->message, "%s: %s", kv_status_name(st),
+                     zero ? ewhy : kv_last_error_message());
             break;
         }
     }
@@ -766,8 +755,8 @@ static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
                                 p->nsteps, p->backward >= 0 ? " and the inputs' gradients" : "", (unsigned long long)runs[1].calls.fast, (unsigned long long)runs[1].calls.manual,
                                 (unsigned long long)runs[1].calls.slow);
         if (r.status == KV_RESULT_PASS && runs[1].zero_steps > 0)
-            kv_check_result_append(&r, "; %d steps read a ZeroTensor: where its fallback is the op's entry it ran with "
-                                   "no fast path, and views kept the bit",
+            kv_check_result_append(&r, "; %d steps read a ZeroTensor: each left the bit's trace (its fallback ran with no "
+                                   "fast path, or a view kept the bit)",
                                    runs[1].zero_steps);
         for (int i = 0; i < 3; i++) prog_free_run_release(&runs[i]);
         kv_inflight_set_check("");

@@ -60,16 +60,9 @@
 
 /* Whether a step on the lower-precision list reads input i directly. */
 static bool pc_cast_input(const kv_program *p, int i) {
-    for (int k = 0; k < p->nsteps; k++) {
-        const kv_prog_step *s = &p->steps[k];
-        if (kv_autocast_policy_of(s->op) != KV_AUTOCAST_LOWER) continue;
-        for (int a = 0; a < KV_SCHEMA_MAX_ARGS; a++) {
-            const kv_prog_arg *pa = &s->args[a];
-            if (pa->kind == KV_PROG_ARG_VALUE && pa->value == i) return true;
-            for (int j = 0; pa->kind == KV_PROG_ARG_LIST && j < pa->nlist; j++)
-                if (pa->list[j] == i) return true;
-        }
-    }
+    for (int k = 0; k < p->nsteps; k++)
+        if (kv_autocast_policy_of(p->steps[k].op) == KV_AUTOCAST_LOWER && kv_program_step_reads(&p->steps[k], i))
+            return true;
     return false;
 }
 
@@ -240,13 +233,7 @@ static void pc_locate(const kv_check_ctx *ctx, const kv_program *p, const kv_pro
             char readers[400] = "";
             int n = 0;
             for (int j = k + 1; j < p->nsteps && n < (int)sizeof readers; j++) {
-                bool reads = false;
-                for (int a = 0; a < KV_SCHEMA_MAX_ARGS; a++) {
-                    const kv_prog_arg *pa = &p->steps[j].args[a];
-                    reads |= pa->kind == KV_PROG_ARG_VALUE && pa->value == v;
-                    for (int e = 0; pa->kind == KV_PROG_ARG_LIST && e < pa->nlist; e++) reads |= pa->list[e] == v;
-                }
-                if (reads)
+                if (kv_program_step_reads(&p->steps[j], v))
                     n += snprintf(readers + n, sizeof readers - (size_t)n, "%sstep %d (%.48s, %.100s:%d)", n ? ", " : "",
                                   j + 1, p->steps[j].op, p->path, p->steps[j].line);
             }

@@ -38,8 +38,8 @@
 
 #define PM_WHY 600
 
-kv_status kv_prog_step_under_modes(const kv_program *p, int k, kv_prog_values *vals, unsigned modes, kv_device dev,
-                                   bool *evidence, char *why, int cap) {
+kv_status kv_prog_step_under_modes(const kv_program *p, int k, kv_prog_values *vals, unsigned modes, unsigned zero,
+                                   kv_device dev, bool *evidence, char *why, int cap) {
     const kv_op *op = kv_op_find(p->steps[k].op);
     *evidence = false;
     if (op == NULL) return kv_last_error();
@@ -49,6 +49,8 @@ kv_status kv_prog_step_under_modes(const kv_program *p, int k, kv_prog_values *v
     kv_case sc;
     kv_program_step_case(p, k, &in, dev, &sc);
     sc.modes = modes;
+    for (int i = 0; i < in.ntensors; i++)
+        if (zero && in.tensors[i] && kv_keyset_has(in.tensors[i]->keys, KV_KEY_ZERO_TENSOR)) sc.lazy[i] |= KV_CASE_LAZY_ZERO;
     kv_mode_call call = { &in, NULL, { 0 } };
     for (int i = 0; i < in.ntensors; i++) call.in_bits_before[i] = in.tensors[i] ? in.tensors[i]->keys & KV_KEYSET_LAZY : 0;
     kv_mode_session ms;

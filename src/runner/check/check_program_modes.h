@@ -13,13 +13,16 @@
 void kv_check_program_modes(const kv_check_ctx *ctx, const kv_program *p, const kv_prog_values *truth);
 
 /* Step k on `vals` through kv_call inside a session of `modes` (on
- * device `dev`), its outputs stored into vals. KV_OK when the call ran;
- * *evidence then says whether every mode left its trace as the one-op
- * lazy check asks (kv_mode_session_verdict), `why` naming the one that
- * did not. On a failed call `why` holds the error. The vmap row runs its
- * batched steps this way, inside its vmap level. */
-kv_status kv_prog_step_under_modes(const kv_program *p, int k, kv_prog_values *vals, unsigned modes, kv_device dev,
-                                   bool *evidence, char *why, int cap);
+ * device `dev`), its outputs stored into vals. With `zero`, each tensor
+ * argument carrying the ZeroTensor bit counts as a lazy=zero input of the
+ * step. KV_OK when the call ran; *evidence then says whether every mode
+ * and bit left its trace as the one-op lazy check asks
+ * (kv_mode_session_verdict), `why` naming the one that did not. On a
+ * failed call `why` holds the error. The vmap row runs its batched steps
+ * this way, inside its vmap level; the fastpath rows the steps that read
+ * a ZeroTensor. */
+kv_status kv_prog_step_under_modes(const kv_program *p, int k, kv_prog_values *vals, unsigned modes, unsigned zero,
+                                   kv_device dev, bool *evidence, char *why, int cap);
 
 /* The truth of step k under autocast `ac`: its inputs in `truth` cast as
  * the policy casts them (sc: the step as a one-op case) and the exact

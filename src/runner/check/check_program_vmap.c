@@ -86,7 +86,7 @@ static kv_status pv_step(const kv_check_ctx *ctx, const kv_program *p, int k, kv
     /* Under vmap the session's verdict asks what vmap changes: the rule
      * or the fallback ran for the step's op, autocast cast at least once
      * when its policy casts, the graph and the recorder saw some op. */
-    const kv_status st = kv_prog_step_under_modes(p, k, vals, evidence ? ctx->c->modes : inner, ctx->c->device, &ok, w,
+    const kv_status st = kv_prog_step_under_modes(p, k, vals, evidence ? ctx->c->modes : inner, 0, ctx->c->device, &ok, w,
                                                   (int)sizeof w);
     snprintf(why, (size_t)cap, "%s", w);
     if (st != KV_OK || !evidence || ok) return st;
@@ -218,17 +218,6 @@ static bool pv_compare(const kv_program *p, const kv_prog_values *batched, kv_pr
     return true;
 }
 
-/* Whether step k reads value v (a tensor argument or a Tensor[] entry). */
-static bool pv_step_reads(const kv_prog_step *s, int v) {
-    for (int a = 0; a < KV_SCHEMA_MAX_ARGS; a++) {
-        const kv_prog_arg *pa = &s->args[a];
-        if (pa->kind == KV_PROG_ARG_VALUE && pa->value == v) return true;
-        for (int j = 0; pa->kind == KV_PROG_ARG_LIST && j < pa->nlist; j++)
-            if (pa->list[j] == v) return true;
-    }
-    return false;
-}
-
 /* Teacher-forced: step k batched on the stacked truths of its inputs,
  * each sample against its truth; false with r set. */
 static bool pv_forced_step(const kv_check_ctx *ctx, const kv_program *p, int k, kv_prog_values truth[PV_B],
@@ -242,7 +231,7 @@ static bool pv_forced_step(const kv_check_ctx *ctx, const kv_program *p, int k, 
     const int level = kv_vmap_level_enter();
     kv_status st = level < 0 ? kv_last_error() : KV_OK;
     for (int v = 0; v < p->nvalues && st == KV_OK; v++) {
-        if (!pv_step_reads(s, v)) continue;
+        if (!kv_program_step_reads(s, v)) continue;
         kv_tensor *samples[PV_B];
         for (int b = 0; b < PV_B; b++) samples[b] = truth[b].v[v];
         kv_tensor *phys = kv_stack_op((kv_tensor_list){ samples, PV_B }, 0);

@@ -146,6 +146,9 @@ void kv_program_step_case(const kv_program *p, int k, const kv_case_inputs *in, 
 /* Runs step k on `vals` (kv_call, or kv_redispatch on `ks` when not 0)
  * and stores its outputs into vals (owned). */
 kv_status kv_program_step_run(const kv_program *p, int k, kv_prog_values *vals, kv_keyset ks);
+/* Whether step s reads value v (a tensor argument or a Tensor[] entry). */
+bool kv_program_step_reads(const kv_prog_step *s, int v);
+
 /* Stores step k's outputs `out` (ownership passes; *out is left empty)
  * into vals; KV_ERR_INTERNAL when their count is not the step's. */
 kv_status kv_program_step_store(const kv_program *p, int k, kv_case_outputs *out, kv_prog_values *vals);

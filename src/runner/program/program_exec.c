@@ -171,4 +171,14 @@ kv_status kv_program_step_store(const kv_program *p, int k, kv_case_outputs *out
     return KV_OK;
 }
 
+bool kv_program_step_reads(const kv_prog_step *s, int v) {
+    for (int a = 0; a < KV_SCHEMA_MAX_ARGS; a++) {
+        const kv_prog_arg *pa = &s->args[a];
+        if (pa->kind == KV_PROG_ARG_VALUE && pa->value == v) return true;
+        for (int j = 0; pa->kind == KV_PROG_ARG_LIST && j < pa->nlist; j++)
+            if (pa->list[j] == v) return true;
+    }
+    return false;
+}
+
 kv_status kv_program_load_for(const kv_case *c, kv_program **out) { return kv_program_parse_file(c->program, out); }
