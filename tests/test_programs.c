@@ -543,6 +543,18 @@ static void test_broken_gradient_fails_gradcheck(void **state) {
     expect_layer_breaks_row(&b);
 }
 
+/* Under a mode other than grad a program with `backward` still runs its
+ * steps with grad on: program:modes (here under trace) must see each
+ * step record its node, and names step 2 (gelu) when gelu's Autograd
+ * entry records nothing. */
+static void test_backward_under_mode_names_step(void **state) {
+    (void)state;
+    const layer_break b = { "gelu", KV_KEY_AUTOGRAD, autograd_dropping_layer,
+                            "cases/programs/mlp_train.prog --mode=trace", "program:modes",
+                            { "step 2 (gelu, ", "mode=grad: autograd recorded no node", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
+}
+
 /* A gradient broken in low precision only: gelu's Autograd entry records
  * nothing when its input is f16/bf16 (the f32/f64 path stays right, so
  * grad:gradcheck, in f64, passes). Under autocast the MLP's gelu gets
@@ -962,6 +974,7 @@ int main(void) {
         cmocka_unit_test(test_broken_variant_names_step),
         cmocka_unit_test(test_broken_gradient_fails_gradcheck),
         cmocka_unit_test(test_broken_gradient_under_autocast_names_step),
+        cmocka_unit_test(test_backward_under_mode_names_step),
         cmocka_unit_test(test_broken_batching_rule_names_step),
         cmocka_unit_test(test_cpu_lazy_bits_reach_dispatcher),
         cmocka_unit_test(test_broken_mode_names_step),
