@@ -93,7 +93,10 @@ static const parse_error_row parse_errors[] = {
     { "input x f32 [2]\ny = neg(x)\noutput y\n", "t.prog:1:1: missing 'program NAME'" },
     { HEAD "input w f32 [2] fill=sweep\n", "t.prog:3:22: unknown fill 'sweep' (real, exact or special)" },
     { HEAD "input w f32 [2] lazy=conj\n", "t.prog:3:22: lazy=conj: the Conjugate bit needs a complex dtype" },
-    { HEAD "input w f32 [2] lazy=pos\n", "t.prog:3:22: unknown lazy bits 'pos' (neg, conj or conj+neg)" },
+    { HEAD "input w f32 [2] lazy=pos\n", "t.prog:3:22: unknown lazy bits 'pos' (neg, conj, conj+neg or zero)" },
+    { HEAD "input w f32 [2] lazy=zero+neg\n",
+      "t.prog:3:22: lazy=zero+neg: zero goes alone (a ZeroTensor's values are zeros whatever other bits say)" },
+    { HEAD "input w i64 [2] lazy=zero\n", "t.prog:3:22: lazy=zero: input 'w' is i64: lazy bits go on floating and complex inputs only" },
     { HEAD "input w f32 [2] layout=q\n", "t.prog:3:24: unknown layout 'q' (c, t, s, o, b or w)" },
     { HEAD "input w f32 [2] colour=red\n", "t.prog:3:17: unknown input option 'colour=red' (fill=, domain=, layout= or lazy=)" },
     { HEAD "y = neg(x)\ninput w f32 [2]\noutput y\n", "t.prog:4:1: inputs must come before the first step" },
@@ -236,17 +239,33 @@ static void test_case_lines(void **state) {
     kv_case_list_free(&cl);
 
     /* Modes apply (to the accel free runs); vmap (the whole program
-     * batched) only alone. */
-    assert_int_equal(cases_in_tmp("--program=a.prog --mode=autocast_f16,trace,vmap\n", &cl), KV_OK);
-    assert_int_equal(cl.n, 3);
+     * batched) alone or with the other modes inside it. */
+    assert_int_equal(cases_in_tmp("--program=a.prog --mode=autocast_f16,trace,vmap,vmap+grad+trace\n", &cl), KV_OK);
+    assert_int_equal(cl.n, 4);
     assert_int_equal(cl.items[1].modes, 1u << KV_MODE_TRACE);
     assert_int_equal(cl.items[2].modes, 1u << KV_MODE_VMAP);
+    assert_int_equal(cl.items[3].modes, (1u << KV_MODE_VMAP) | (1u << KV_MODE_GRAD) | (1u << KV_MODE_TRACE));
     kv_case_list_free(&cl);
-    assert_int_not_equal(cases_in_tmp("--program=a.prog --mode=vmap+trace\n", &cl), KV_OK);
-    snprintf(want, sizeof want, "%s/t.case:1:25: --mode=vmap+trace: on a --program= line vmap is supported alone",
-             tmpdir);
-    assert_string_equal(kv_last_error_message(), want);
+    /* A program with `backward`: no_grad leaves nothing to differentiate,
+     * and per-sample gradients under vmap are refused, naming why. */
+    write_file("tr.prog", "program tr\ninput x f32 [3]\ny = neg(x)\nl = sum.dim_IntList(y, none)\noutput l\nbackward l\n");
+    assert_int_equal(cases_in_tmp("--program=tr.prog --mode=vmap,autocast_bf16,functionalize,trace,grad\n", &cl), KV_OK);
     kv_case_list_free(&cl);
+    static const char *const refused[][2] = {
+        { "--program=tr.prog --mode=vmap+trace\n",
+          "t.case:1:26: --mode=vmap+trace: the program runs 'backward l': vmap with another mode batches the forward "
+          "steps only; per-sample gradients (functorch's vmap(grad(f))) need a grad transform kvsuite does not have "
+          "(its Batched key sits above Autograd)" },
+        { "--program=tr.prog --mode=no_grad\n",
+          "t.case:1:26: --mode=no_grad: the program runs 'backward l', and under no_grad its steps record no graph to "
+          "run it through" },
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        assert_int_not_equal(cases_in_tmp(refused[i][0], &cl), KV_OK);
+        snprintf(want, sizeof want, "%s/%s", tmpdir, refused[i][1]);
+        assert_string_equal(kv_last_error_message(), want);
+        kv_case_list_free(&cl);
+    }
 
     assert_int_not_equal(cases_in_tmp("--op=neg --program=a.prog\n", &cl), KV_OK);
     snprintf(want, sizeof want, "%s/t.case:1:10: --program and --op on one line: a case runs an op or a program", tmpdir);
@@ -474,7 +493,7 @@ typedef struct layer_break {
     kv_kernel_fn layer;
     const char *line;        /* "cases/programs/mlp.prog --mode=vmap": the case line after --program= */
     const char *row;         /* the row that must fail */
-    const char *needles[3];  /* each must be in its message; NULL-terminated */
+    const char *needles[4];  /* each must be in its message; NULL-terminated */
     const char *passes;      /* a row that must still pass on the cpu, or NULL */
     const char *accel_row;   /* the row on accel when its name differs, else NULL */
 } layer_break;
@@ -521,6 +540,42 @@ static void test_broken_gradient_fails_gradcheck(void **state) {
     (void)state;
     const layer_break b = { "gelu", KV_KEY_AUTOGRAD, autograd_dropping_layer, "cases/programs/mlp_train.prog",
                             "grad:gradcheck", { "backward from loss: the gradient of input x, element ", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
+}
+
+/* Under a mode other than grad a program with `backward` still runs its
+ * steps with grad on: program:modes (here under trace) must see each
+ * step record its node, and names step 2 (gelu) when gelu's Autograd
+ * entry records nothing. */
+static void test_backward_under_mode_names_step(void **state) {
+    (void)state;
+    const layer_break b = { "gelu", KV_KEY_AUTOGRAD, autograd_dropping_layer,
+                            "cases/programs/mlp_train.prog --mode=trace", "program:modes",
+                            { "step 2 (gelu, ", "mode=grad: autograd recorded no node", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
+}
+
+/* A gradient broken in low precision only: gelu's Autograd entry records
+ * nothing when its input is f16/bf16 (the f32/f64 path stays right, so
+ * grad:gradcheck, in f64, passes). Under autocast the MLP's gelu gets
+ * f16 from addmm: grad:autocast, whose truth is the cast problem's
+ * gradient in f64, names input x and localizes it: the gradient reaching
+ * h (step 1's output) is the first to diverge in backward order, made by
+ * the backward of step 2 (gelu). */
+static kv_status autograd_dropping_low_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_ivalue *self = &stack->slots[stack->size - 2];
+    if (self->tag == KV_IV_TENSOR && (self->v.tensor->dtype == KV_F16 || self->v.tensor->dtype == KV_BF16))
+        return kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_AUTOGRAD), stack);
+    return g_replaced(op, ks, stack);
+}
+
+static void test_broken_gradient_under_autocast_names_step(void **state) {
+    (void)state;
+    const layer_break b = { "gelu", KV_KEY_AUTOGRAD, autograd_dropping_low_layer,
+                            "cases/programs/mlp_train.prog --mode=autocast_f16", "grad:autocast",
+                            { "backward from loss: the .grad of input x is none under the modes",
+                              "first diverges at h (", "made by the backward of step 2 (gelu, " },
+                            "grad:gradcheck", NULL };
     expect_layer_breaks_row(&b);
 }
 
@@ -573,6 +628,20 @@ static void test_broken_mode_names_step(void **state) {
     expect_layer_breaks_row(&b);
 }
 
+/* The same broken Autocast entry under vmap: the batched steps run with
+ * autocast inside the vmap level, and program:vmap must name step 1
+ * (addmm) both where it compares bit for bit with the per-sample runs
+ * (the cpu: the values agree, as those runs lack the casts too, so the
+ * step's autocast evidence must catch it) and where it is teacher-forced
+ * against the cast problem's truth (accel over SIM). */
+static void test_broken_mode_under_vmap_names_step(void **state) {
+    (void)state;
+    const layer_break b = { "addmm", KV_KEY_AUTOCAST, autocast_skipping_layer,
+                            "cases/programs/mlp.prog --mode=vmap+autocast_f16", "program:vmap",
+                            { "step 1 (addmm, ", "mode=autocast_f16", NULL }, NULL, NULL };
+    expect_layer_breaks_row(&b);
+}
+
 /* The gate itself broken (the test-only hook of src/boxing/gate.c forces
  * every gate open): the Negative bit that step 1 (_neg_view) makes on
  * accel reaches the target's mm kernel in step 2 on the fast path, which
@@ -606,19 +675,18 @@ static void test_forced_gate_names_step(void **state) {
     kv_result_list_free(&res);
 }
 
-/* Training: with the gate forced open the forward addmm of step 1 takes
- * the fast path although its inputs require grad (and b1 carries the
- * Negative bit), so the target's kernel gets the bit and autograd would
- * record nothing: both rows name step 1 (addmm). */
-static void test_forced_gate_backward_names_step(void **state) {
-    (void)state;
+/* A suite program on accel (`prog`, from the repository root): green,
+ * `unforced` in its fastpath:exact message; then with the gate forced
+ * open (kv_accel_gate_force_for_tests) both gates' rows FAIL with every
+ * needle (NULL-terminated) in the message. */
+static void expect_forced_gate_fails(const char *prog, const char *unforced, const char *const *needles) {
     char cwd[512], line[1024];
     assert_non_null(getcwd(cwd, sizeof cwd));
-    snprintf(line, sizeof line, "--program=%s/cases/programs/mlp_train.prog --device=accel\n", cwd);
+    snprintf(line, sizeof line, "--program=%s/%s --device=accel\n", cwd, prog);
     kv_result_list res;
     run_text(line, &res);
     assert_no_bad_row(&res);
-    assert_non_null(strstr(row_of(&res, "fastpath:exact")->message, "and the inputs' gradients equal"));
+    assert_non_null(strstr(row_of(&res, "fastpath:exact")->message, unforced));
     kv_result_list_free(&res);
     kv_accel_gate_force_for_tests(true);
     run_text(line, &res);
@@ -627,12 +695,80 @@ static void test_forced_gate_backward_names_step(void **state) {
     for (int g = 0; g < 2; g++) {
         const kv_check_result *r = row_of(&res, gates[g]);
         assert_non_null(r);
-        if (r->status != KV_RESULT_FAIL || strstr(r->message, "step 1 (addmm, ") == NULL) {
+        bool ok = r->status == KV_RESULT_FAIL;
+        for (int i = 0; ok && needles[i]; i++) ok = strstr(r->message, needles[i]) != NULL;
+        if (!ok) {
+            dump_rows(&res);
+            fail_msg("%s: %s did not fail as expected", prog, gates[g]);
+        }
+    }
+    kv_result_list_free(&res);
+}
+
+/* ZeroTensor inputs: kv_decode_zero's cache is a ZeroTensor; with the
+ * gate forced open the fast path hands step 3's mm (reading the
+ * transposed slice of the cache) to the target's kernel with the bit on,
+ * which the slow path would have sent through the ZeroTensor fallback:
+ * both gates' rows name step 3 (mm). */
+static void test_forced_gate_zero_names_step(void **state) {
+    (void)state;
+    static const char *needles[] = { "step 3 (mm, ", "ZeroTensor", NULL };
+    expect_forced_gate_fails("cases/programs/kv_decode_zero.prog", "steps read a ZeroTensor", needles);
+}
+
+/* The ZeroTensor evidence itself: a kernel registered at mm's ZeroTensor
+ * key that strips the bit and passes the call down computes the right
+ * values (the stored values are zeros) without the fallback or a
+ * materialization. Only the fastpath rows' per-step evidence sees it:
+ * both gates' rows name step 3 (mm). */
+static kv_status zero_stripping_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    kv_tensor *stripped[KV_CASE_MAX_INPUTS];
+    int n = 0;
+    for (int i = 0; i < stack->size && n < KV_CASE_MAX_INPUTS; i++) {
+        kv_ivalue *a = &stack->slots[i];
+        if (a->tag != KV_IV_TENSOR || !kv_keyset_has(a->v.tensor->keys, KV_KEY_ZERO_TENSOR)) continue;
+        a->v.tensor->keys = kv_keyset_remove(a->v.tensor->keys, KV_KEY_ZERO_TENSOR);
+        stripped[n++] = a->v.tensor;
+    }
+    const kv_status st = kv_redispatch(op, kv_keyset_remove(ks, KV_KEY_ZERO_TENSOR), stack);
+    /* The program's values own the inputs: the bit goes back on them. */
+    for (int i = 0; i < n; i++) stripped[i]->keys = kv_keyset_add(stripped[i]->keys, KV_KEY_ZERO_TENSOR);
+    return st;
+}
+
+static void test_zero_evidence_names_step(void **state) {
+    (void)state;
+    assert_int_equal(kv_op_entry_kind(kv_op_find("mm"), KV_KEY_ZERO_TENSOR), KV_ENTRY_FALLBACK);
+    assert_int_equal(kv_register_kernel("mm", KV_KEY_ZERO_TENSOR, zero_stripping_layer), KV_OK);
+    char cwd[512], line[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(line, sizeof line, "--program=%s/cases/programs/kv_decode_zero.prog --device=accel\n", cwd);
+    kv_result_list res;
+    run_text(line, &res);
+    assert_int_equal(kv_register_kernel("mm", KV_KEY_ZERO_TENSOR, NULL), KV_OK);
+    static const char *gates[] = { "fastpath:seed", "fastpath:exact" };
+    for (int g = 0; g < 2; g++) {
+        const kv_check_result *r = row_of(&res, gates[g]);
+        assert_non_null(r);
+        if (r->status != KV_RESULT_FAIL || strstr(r->message, "step 3 (mm, ") == NULL ||
+            strstr(r->message, "read a ZeroTensor: lazy=zero@1: the ZeroTensor fallback never ran") == NULL) {
             dump_rows(&res);
             fail();
         }
     }
+    /* The values agree: the accel teacher-forced row passes. */
+    assert_int_equal(row_of(&res, "program:Accel")->status, KV_RESULT_PASS);
     kv_result_list_free(&res);
+}
+
+/* Training: with the gate forced open the forward addmm of step 1 takes
+ * the fast path although its inputs require grad (and b1 carries the
+ * Negative bit), so the target's kernel gets the bit and autograd would
+ * record nothing: both rows name step 1 (addmm). */
+static void test_forced_gate_backward_names_step(void **state) {
+    (void)state;
+    static const char *needles[] = { "step 1 (addmm, ", NULL };
+    expect_forced_gate_fails("cases/programs/mlp_train.prog", "and the inputs' gradients equal", needles);
 }
 
 /* The golden row against a store of its own: recorded under regen, then
@@ -827,6 +963,8 @@ int main(void) {
         cmocka_unit_test(test_broken_fast_path_names_step),
         cmocka_unit_test(test_forced_gate_names_step),
         cmocka_unit_test(test_forced_gate_backward_names_step),
+        cmocka_unit_test(test_forced_gate_zero_names_step),
+        cmocka_unit_test(test_zero_evidence_names_step),
         cmocka_unit_test(test_golden_row),
         cmocka_unit_test(test_reference_failure),
         cmocka_unit_test(test_never_fired),
@@ -835,9 +973,12 @@ int main(void) {
         cmocka_unit_test(test_forced_gate_grad_fn),
         cmocka_unit_test(test_broken_variant_names_step),
         cmocka_unit_test(test_broken_gradient_fails_gradcheck),
+        cmocka_unit_test(test_broken_gradient_under_autocast_names_step),
+        cmocka_unit_test(test_backward_under_mode_names_step),
         cmocka_unit_test(test_broken_batching_rule_names_step),
         cmocka_unit_test(test_cpu_lazy_bits_reach_dispatcher),
         cmocka_unit_test(test_broken_mode_names_step),
+        cmocka_unit_test(test_broken_mode_under_vmap_names_step),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

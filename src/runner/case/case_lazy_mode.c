@@ -24,6 +24,7 @@
 #include "kv/autograd.h"
 #include "kv/dispatch.h"
 #include "runner/case/case_options.h"
+#include "runner/program/program.h"
 
 /* ---- names ---- */
 
@@ -365,6 +366,41 @@ kv_status kv_case_mode_check(const kv_option_ctx *ctx, int axis, const kv_spec_a
     return mode_parse(ctx, alt, &m);
 }
 
+/* What a program line refuses, by what the program does with a gradient:
+ *   no_grad on a program with `backward`: the steps record no graph, so
+ *     there is nothing to run backward through;
+ *   vmap with another mode on a program with `backward`: per-sample
+ *     gradients are functorch's vmap(grad(f)), a grad transform kvsuite
+ *     does not have: its Batched key sits above Autograd (legacy
+ *     batching), so autograd records the batched calls on the physical
+ *     tensors and backward of one loss would need a loss per sample.
+ * vmap with grad, no_grad, autocast, functionalize or trace on a program
+ * without `backward` is meaningful and runs: each step batched under
+ * the modes (functorch composes vmap with all of them). */
+static kv_status program_modes_check(const kv_case *c, const kv_option_ctx *ctx, const kv_spec_alt *alt, unsigned m) {
+    if (!(m & (1u << KV_MODE_NO_GRAD)) && !((m & (1u << KV_MODE_VMAP)) && m != (1u << KV_MODE_VMAP))) return KV_OK;
+    kv_program *p = NULL;
+    /* The program parsed when --program= was applied: a second parse
+     * cannot fail differently. */
+    kv_status st = kv_program_parse_file(c->program, &p);
+    if (st != KV_OK) return st;
+    const bool backward = p->backward >= 0;
+    char loss[KV_PROG_NAME_MAX];
+    snprintf(loss, sizeof loss, "%s", backward ? p->value_names[p->backward] : "");
+    kv_program_free(p);
+    if (!backward) return KV_OK;
+    if (m & (1u << KV_MODE_NO_GRAD))
+        return KV_OPT_ERR(ctx, alt->cols[0],
+                          "--mode=%s: the program runs 'backward %s', and under no_grad its steps record no graph to "
+                          "run it through",
+                          alt->text, loss);
+    return KV_OPT_ERR(ctx, alt->cols[0],
+                      "--mode=%s: the program runs 'backward %s': vmap with another mode batches the forward steps "
+                      "only; per-sample gradients (functorch's vmap(grad(f))) need a grad transform kvsuite does not "
+                      "have (its Batched key sits above Autograd)",
+                      alt->text, loss);
+}
+
 kv_status kv_case_mode_apply(kv_case *c, const kv_option_ctx *ctx, const int *choice) {
     const kv_spec_alt *alt = &ctx->opt->axes[0].alts[choice[0]];
     unsigned m;
@@ -372,11 +408,9 @@ kv_status kv_case_mode_apply(kv_case *c, const kv_option_ctx *ctx, const int *ch
     if (st != KV_OK || m == 0) return st;
     if (c->program[0] != '\0') {
         /* A program case (runner/program/program.h): its accel free runs
-         * run under the modes; vmap batches the whole program instead
-         * (check_program_vmap.c), on its own: a mode inside the batched
-         * program is the one-op vmap cases' business. */
-        if ((m & (1u << KV_MODE_VMAP)) && m != (1u << KV_MODE_VMAP))
-            return KV_OPT_ERR(ctx, alt->cols[0], "--mode=%s: on a --program= line vmap is supported alone", alt->text);
+         * and program:modes run under the modes; vmap batches the whole
+         * program (check_program_vmap.c) with the other modes inside it. */
+        if ((st = program_modes_check(c, ctx, alt, m)) != KV_OK) return st;
         c->modes = m;
         return KV_OK;
     }

@@ -52,6 +52,7 @@
 #include "kv/accel.h"
 #include "kv/autograd.h"
 #include "kv/backend.h"
+#include "kv/lazy.h"
 #include "kv/tune.h"
 #include "runner/check/check_fastpath.h"
 #include "runner/check/check_program_grad.h"
@@ -459,7 +460,39 @@ typedef struct prog_run {
     char grad_fn[KV_PROG_MAX_VALUES][40]; /* "" for a leaf */
     kv_prog_values grads;        /* after backward: each input's .grad on the host, or NULL */
     kv_accel_counters calls;     /* every op, the whole program */
+    int zero_steps;              /* steps that read a ZeroTensor */
+    char zero_why[PROG_LABEL + 160]; /* the first such step whose ZeroTensor entry did not do its work */
 } prog_run;
+
+/* Whether a tensor argument of step k (in vals) carries the ZeroTensor bit. */
+static bool prog_step_reads_zero(const kv_program *p, int k, const kv_prog_values *vals) {
+    for (int v = 0; v < p->nvalues; v++)
+        if (vals->v[v] && kv_keyset_has(vals->v[v]->keys, KV_KEY_ZERO_TENSOR) && kv_program_step_reads(&p->steps[k], v))
+            return true;
+    return false;
+}
+
+/* A step that read a ZeroTensor ran inside a session that counts the
+ * ZeroTensor bit of its inputs (kv_prog_step_under_modes): the bit must
+ * have left its trace as the one-op lazy check asks (`evidence`: the
+ * fallback ran, or a view passed the bit on, or the op's own ZeroTensor
+ * kernel materialized it), and an op whose entry is the fallback must
+ * have taken no fast path: no gate may hand the bit to the target's
+ * kernel. The first miss goes to run->zero_why. */
+static void prog_zero_evidence(const kv_program *p, int k, bool evidence, const char *why, uint64_t fast,
+                               prog_run *run) {
+    if (run->zero_why[0] != '\0') return;
+    const bool fallback = kv_op_entry_kind(kv_op_find(p->steps[k].op), KV_KEY_ZERO_TENSOR) == KV_ENTRY_FALLBACK;
+    if (evidence && !(fallback && fast > 0)) return;
+    char label[PROG_LABEL];
+    kv_prog_step_label(p, k, -1, label, sizeof label);
+    if (!evidence)
+        PROG_FMT(run->zero_why, sizeof run->zero_why, "%s read a ZeroTensor: %s", label, why);
+    else
+        PROG_FMT(run->zero_why, sizeof run->zero_why,
+                 "%s read a ZeroTensor: its fallback ran, but the fast path took the op %llu times", label,
+                 (unsigned long long)fast);
+}
 
 static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const prog_switches *sw, prog_run *run) {
     memset(run, 0, sizeof *run);
@@ -472,7 +505,10 @@ static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const pr
      * values; a lazy input is the chain of lazy views autograd records
      * from it (runner/exec/lazy_inputs.h). */
     for (int i = 0; st == KV_OK && i < p->ninputs; i++) {
+        /* A ZeroTensor input is a constant, as PyTorch's efficient zeros
+         * are: it never requires grad. */
         const bool grad = (p->backward >= 0 || (ctx->c->modes & ((1u << KV_MODE_GRAD) | (1u << KV_MODE_NO_GRAD)))) &&
+                          !(p->inputs[i].lazy & KV_CASE_LAZY_ZERO) &&
                           (kv_dtype_is_floating(logical.v[i]->dtype) || kv_dtype_is_complex(logical.v[i]->dtype));
         if ((vals.v[i] = kv_lazy_input_build(logical.v[i], p->inputs[i].lazy, p->inputs[i].layout, ctx->c->device, grad,
                                              false, &leaves.v[i])) == NULL)
@@ -510,11 +546,23 @@ static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const pr
         }
     }
     for (int k = 0; run->status == KV_OK && k < p->nsteps; k++) {
-        st = kv_program_step_run(p, k, &vals, 0);
+        const bool zero = prog_step_reads_zero(p, k, &vals);
+        const kv_accel_counters before = kv_accel_counters_total();
+        bool evidence = true;
+        char ewhy[PROG_LABEL] = "";
+        st = zero ? kv_prog_step_under_modes(p, k, &vals, 0, KV_CASE_LAZY_ZERO, ctx->c->device, &evidence, ewhy,
+                                             (int)sizeof ewhy)
+                  : kv_program_step_run(p, k, &vals, 0);
+        if (st == KV_OK && zero) {
+            const kv_accel_counters after = kv_accel_counters_total();
+            run->zero_steps++;
+            prog_zero_evidence(p, k, evidence, ewhy, after.fast + after.manual - before.fast - before.manual, run);
+        }
         if (st != KV_OK) {
             run->status = st;
             run->failed_step = k;
-            PROG_FMT(run->message, sizeof run->message, "%s: %s", kv_status_name(st), kv_last_error_message());
+            PROG_FMT(run->message, sizeof run->message, "%s: %s", kv_status_name(st),
+                     zero ? ewhy : kv_last_error_message());
             break;
         }
     }
@@ -680,6 +728,10 @@ static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
             kv_check_result_set(&r, bad, "%s: the %s run failed on accel (target %s): %s", label, names[i],
                                 kv_accel_target_name(), runs[i].message);
         }
+        for (int i = 0; i < 3 && r.status == KV_RESULT_PASS; i++)
+            if (runs[i].zero_why[0])
+                kv_check_result_set(&r, KV_RESULT_FAIL, "the %s run (gate %s): %s", names[i],
+                                    kv_accel_gate_name((kv_accel_gate)g), runs[i].zero_why);
         for (int i = 1; i < 3 && r.status == KV_RESULT_PASS; i++)
             if (!prog_runs_same(p, &runs[0], &runs[i], &r, why, (int)sizeof why))
                 kv_check_result_set(&r, KV_RESULT_FAIL, "%s vs slow (gate %s): %s", names[i],
@@ -702,6 +754,10 @@ static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
                                 "manual, %llu slow calls)",
                                 p->nsteps, p->backward >= 0 ? " and the inputs' gradients" : "", (unsigned long long)runs[1].calls.fast, (unsigned long long)runs[1].calls.manual,
                                 (unsigned long long)runs[1].calls.slow);
+        if (r.status == KV_RESULT_PASS && runs[1].zero_steps > 0)
+            kv_check_result_append(&r, "; %d steps read a ZeroTensor: each left the bit's trace (its fallback ran with no "
+                                   "fast path, or a view kept the bit)",
+                                   runs[1].zero_steps);
         for (int i = 0; i < 3; i++) prog_free_run_release(&runs[i]);
         kv_inflight_set_check("");
         kv_check_push(ctx, &r);
@@ -745,6 +801,8 @@ void kv_check_program_run(const kv_check_ctx *ctx) {
             else if (ctx->c->device.type == KV_DEVICE_ACCEL) prog_fastpath(ctx, p);
             if (!vmap && ctx->c->modes != 0) kv_check_program_modes(ctx, p, &truth);
             if (p->backward >= 0) kv_check_program_grad(ctx, p);
+            if (p->backward >= 0 && kv_case_autocast_dtype(ctx->c) != KV_DTYPE_COUNT)
+                kv_check_program_grad_autocast(ctx, p);
         }
     }
     kv_prog_values_free(&truth);

@@ -21,7 +21,10 @@
  * gradcheck input carrying the bits over stored values that read back as
  * the input's values (neg: _neg_view(neg(x)); conj: conj(conj_physical(x))),
  * so backward flows through the lazy views and their fallbacks, as it does
- * for a user's tensor carrying the bit. */
+ * for a user's tensor carrying the bit. A `zero` input is no variable: it
+ * is a constant ZeroTensor (zeros, the bit on), as PyTorch's efficient
+ * zeros never require grad, and the steps reading it go through the
+ * ZeroTensor fallback. */
 #include "runner/check/check_program_grad.h"
 
 #include <stdio.h>
@@ -34,6 +37,8 @@
 #include "runner/check/check_util.h"
 #include "runner/exec/inflight.h"
 #include "runner/exec/inputs.h"
+#include "runner/exec/lazy_inputs.h"
+#include "runner/exec/mode_session.h"
 
 typedef struct pg_ctx {
     const kv_program *p;
@@ -41,6 +46,7 @@ typedef struct pg_ctx {
     kv_tensor *consts[KV_PROG_MAX_VALUES];
     int failed_step;                   /* the step whose call failed, -1 */
     char why[512];
+    kv_case modes;                     /* .modes: functionalize/trace around the steps, or 0 */
 } pg_ctx;
 
 /* x with the lazy bits `bits` (KV_CASE_LAZY_*): a view chain of x whose
@@ -90,12 +96,21 @@ static kv_status pg_eval(void *vctx, kv_tensor *const *xs, int n, kv_tensor **ou
                      kv_last_error_message());
         }
     }
+    kv_mode_session ms;
+    memset(&ms, 0, sizeof ms);
+    bool entered = false;
+    if (st == KV_OK && g->modes.modes != 0) {
+        if ((st = kv_mode_session_begin(&ms, &g->modes, kv_op_find(p->steps[0].op))) == KV_OK) entered = true;
+        else snprintf(g->why, sizeof g->why, "cannot enter the modes: %.400s", kv_last_error_message());
+    }
     for (int k = 0; k < p->nsteps && st == KV_OK; k++) {
         if ((st = kv_program_step_run(p, k, &vals, 0)) != KV_OK) {
             g->failed_step = k;
             snprintf(g->why, sizeof g->why, "%s: %.400s", kv_status_name(st), kv_last_error_message());
         }
     }
+    if (entered) kv_mode_session_end(&ms);
+    kv_mode_session_free(&ms);
     if (st == KV_OK) {
         kv_tensor_retain(vals.v[p->backward]);
         outs[0] = vals.v[p->backward];
@@ -114,6 +129,12 @@ void kv_check_program_grad(const kv_check_ctx *ctx, const kv_program *p) {
     memset(&g, 0, sizeof g);
     g.p = p;
     g.failed_step = -1;
+    /* functionalize and trace keep every value, so the program under them
+     * is the same function and central differences judge it as without;
+     * autocast changes it (f16 steps), so its gradient has grad:autocast
+     * and this row checks the f64 program without it. */
+    g.modes = *ctx->c;
+    g.modes.modes = ctx->c->modes & ((1u << KV_MODE_FUNCTIONALIZE) | (1u << KV_MODE_TRACE));
     kv_prog_values logical;
     kv_tensor *xs[KV_PROG_MAX_VALUES] = { NULL };
     int nx = 0;
@@ -125,7 +146,24 @@ void kv_check_program_grad(const kv_check_ctx *ctx, const kv_program *p) {
             st = kv_last_error();
             break;
         }
-        const bool diff = kv_dtype_is_floating(placed->dtype) || kv_dtype_is_complex(placed->dtype);
+        /* A ZeroTensor input (lazy=zero) is a constant carrying its bit,
+         * so the steps reach its fallback: PyTorch's efficient zeros never
+         * require grad. */
+        const bool zero = (p->inputs[i].lazy & KV_CASE_LAZY_ZERO) != 0;
+        if (zero) {
+            /* In the widened dtype of the variables (gradcheck runs in
+             * f64 / c128), so the steps see one dtype. */
+            const kv_dtype wide = kv_dtype_is_complex(placed->dtype) ? KV_C128 : KV_F64;
+            kv_tensor *zw = kv__to_copy(logical.v[i], &wide, NULL, NULL, NULL, false, NULL);
+            kv_tensor *z = zw ? kv_lazy_input_build(zw, KV_CASE_LAZY_ZERO, KV_LAYOUT_CONTIGUOUS, dev, false, false, NULL) : NULL;
+            kv_tensor_release(zw);
+            kv_tensor_release(placed);
+            if ((placed = z) == NULL) {
+                st = kv_last_error();
+                break;
+            }
+        }
+        const bool diff = !zero && (kv_dtype_is_floating(placed->dtype) || kv_dtype_is_complex(placed->dtype));
         g.slot_of[i] = diff ? nx : -1;
         if (diff) {
             elements += kv_tensor_numel(placed);
@@ -156,8 +194,12 @@ void kv_check_program_grad(const kv_check_ctx *ctx, const kv_program *p) {
             kv_check_result_set(&r, KV_RESULT_PASS,
                                 "backward from %s: the gradients of %d inputs (%lld elements) equal central "
                                 "differences of the program in f64 (atol 1e-5, rtol 1e-3: PyTorch's gradcheck "
-                                "defaults)",
-                                loss, nx, (long long)elements);
+                                "defaults)%s",
+                                loss, nx, (long long)elements,
+                                g.modes.modes == 0 ? ""
+                                : g.modes.modes == (1u << KV_MODE_TRACE) ? ", the steps under trace"
+                                : g.modes.modes == (1u << KV_MODE_FUNCTIONALIZE) ? ", the steps under functionalize"
+                                                                                   : ", the steps under functionalize+trace");
         } else if (gr.ran) {
             int input = -1;
             for (int i = 0; i < p->ninputs; i++)

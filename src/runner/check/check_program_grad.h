@@ -13,4 +13,13 @@
 
 void kv_check_program_grad(const kv_check_ctx *ctx, const kv_program *p);
 
+/* Under autocast (check_program_grad_cast.c): `grad:autocast`, kv_backward's
+ * gradient after the program ran under the case's modes on its device
+ * against the cast problem's gradient in f64 (the inputs autocast casts
+ * rounded to its dtype, every step teacher-forced to the run's values),
+ * within (2 N + 1) u of the largest gradient, N the steps with an output in
+ * the autocast dtype, u its unit roundoff. FAIL names the input, element
+ * and both values. */
+void kv_check_program_grad_autocast(const kv_check_ctx *ctx, const kv_program *p);
+
 #endif

@@ -38,12 +38,48 @@
 
 #define PM_WHY 600
 
+kv_status kv_prog_step_under_modes(const kv_program *p, int k, kv_prog_values *vals, unsigned modes, unsigned zero,
+                                   kv_device dev, bool *evidence, char *why, int cap) {
+    const kv_op *op = kv_op_find(p->steps[k].op);
+    *evidence = false;
+    if (op == NULL) return kv_last_error();
+    kv_case_inputs in;
+    kv_status st = kv_program_step_inputs(p, k, vals->v, &in);
+    if (st != KV_OK) return st;
+    kv_case sc;
+    kv_program_step_case(p, k, &in, dev, &sc);
+    sc.modes = modes;
+    for (int i = 0; i < in.ntensors; i++)
+        if (zero && in.tensors[i] && kv_keyset_has(in.tensors[i]->keys, KV_KEY_ZERO_TENSOR)) sc.lazy[i] |= KV_CASE_LAZY_ZERO;
+    kv_mode_call call = { &in, NULL, { 0 } };
+    for (int i = 0; i < in.ntensors; i++) call.in_bits_before[i] = in.tensors[i] ? in.tensors[i]->keys & KV_KEYSET_LAZY : 0;
+    kv_mode_session ms;
+    kv_case_outputs out;
+    memset(&out, 0, sizeof out);
+    if ((st = kv_mode_session_begin(&ms, &sc, op)) == KV_OK) {
+        st = kv_case_invoke(op, &in, 0, &out);
+        kv_mode_session_end(&ms);
+    }
+    if (st != KV_OK) {
+        snprintf(why, (size_t)cap, "%s: %.400s", kv_status_name(st), kv_last_error_message());
+    } else {
+        char msg[PM_WHY] = "";
+        call.out = &out;
+        *evidence = kv_mode_session_verdict(&ms, &call, msg, (int)sizeof msg, why, cap);
+        st = kv_program_step_store(p, k, &out, vals);
+    }
+    kv_mode_session_free(&ms);
+    kv_case_outputs_free(&out);
+    kv_case_inputs_free(&in);
+    return st;
+}
+
 /* The truth of step k under autocast: the step's inputs cast as the policy
  * casts them, and the exact result of the op on them. `cin`, `csc` and
  * `exp` are the cast problem (owned by the caller on KV_OK). */
-static kv_status pm_autocast_truth(const kv_program *p, int k, const kv_op *op, const kv_prog_values *truth,
-                                   const kv_case *sc, kv_dtype ac, kv_case_inputs *cin, kv_case *csc,
-                                   kv_case_outputs *exp) {
+kv_status kv_prog_autocast_truth(const kv_program *p, int k, const kv_op *op, const kv_prog_values *truth,
+                                 const kv_case *sc, kv_dtype ac, kv_case_inputs *cin, kv_case *csc,
+                                 kv_case_outputs *exp) {
     memset(exp, 0, sizeof *exp);
     kv_dtype cast_to[KV_CASE_MAX_INPUTS];
     kv_autocast_expected_casts(sc, op, ac, cast_to);
@@ -70,7 +106,9 @@ static bool pm_step(const kv_check_ctx *ctx, const kv_program *p, const kv_prog_
     const kv_prog_step *s = &p->steps[k];
     const kv_op *op = kv_op_find(s->op);
     const unsigned modes = ctx->c->modes;
-    const bool grad = (modes & ((1u << KV_MODE_GRAD) | (1u << KV_MODE_NO_GRAD))) != 0;
+    /* A program with `backward` runs its steps with grad on (no_grad is
+     * refused there): each step must also record its node. */
+    const bool grad = (modes & ((1u << KV_MODE_GRAD) | (1u << KV_MODE_NO_GRAD))) != 0 || p->backward >= 0;
     const kv_dtype ac = kv_case_autocast_dtype(ctx->c);
     char label[400];
     kv_prog_step_label(p, k, -1, label, sizeof label);
@@ -99,7 +137,7 @@ static bool pm_step(const kv_check_ctx *ctx, const kv_program *p, const kv_prog_
     }
     kv_case sc;
     kv_program_step_case(p, k, &tin, ctx->c->device, &sc);
-    sc.modes = modes;
+    sc.modes = modes | (p->backward >= 0 ? 1u << KV_MODE_GRAD : 0u);
     kv_mode_session ms;
     memset(&ms, 0, sizeof ms);
     kv_case_outputs out;
@@ -139,7 +177,7 @@ static bool pm_step(const kv_check_ctx *ctx, const kv_program *p, const kv_prog_
             memset(&cin, 0, sizeof cin);
             kv_case csc;
             kv_case_outputs exp;
-            if ((st = pm_autocast_truth(p, k, op, truth, &sc, ac, &cin, &csc, &exp)) != KV_OK) {
+            if ((st = kv_prog_autocast_truth(p, k, op, truth, &sc, ac, &cin, &csc, &exp)) != KV_OK) {
                 kv_check_result_set(r, KV_RESULT_ERROR, "%s: the truth on the autocast inputs: %s", label,
                                     kv_last_error_message());
                 ok = false;
@@ -170,9 +208,11 @@ void kv_check_program_modes(const kv_check_ctx *ctx, const kv_program *p, const 
                 snprintf(modes + strlen(modes), sizeof modes - strlen(modes), "%s%s", modes[0] ? "+" : "",
                          kv_case_mode_name((kv_case_mode)m));
         kv_check_result_set(&r, KV_RESULT_PASS,
-                            "%d steps under %s, teacher-forced: each left the mode's trace and is within its op's "
+                            "%d steps under %s%s, teacher-forced: each left the mode's trace and is within its op's "
                             "tolerance of its truth%s",
-                            done, modes, kv_case_autocast_dtype(ctx->c) != KV_DTYPE_COUNT ? " on the autocast inputs" : "");
+                            done, modes,
+                            p->backward >= 0 && !(ctx->c->modes & (1u << KV_MODE_GRAD)) ? " with grad on (backward)" : "",
+                            kv_case_autocast_dtype(ctx->c) != KV_DTYPE_COUNT ? " on the autocast inputs" : "");
     }
     kv_inflight_set_check("");
     kv_check_push(ctx, &r);

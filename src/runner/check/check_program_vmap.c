@@ -23,24 +23,94 @@
  * the op (bounds from the truths of its inputs). Inputs are contiguous
  * here: layout b would alias the samples, and lazy bits on a batched
  * input are the one-op check's business. A step the device has no kernel
- * for makes the row UNSUPPORTED, as in the other program rows. */
+ * for makes the row UNSUPPORTED, as in the other program rows.
+ *
+ * vmap with other modes (vmap+grad, +no_grad, +autocast_*, +functionalize,
+ * +trace). Every step of every run (the per-sample runs and the batched
+ * one) runs inside a session of the other modes (grad/no_grad: every
+ * floating input, in the batched run the stacked physical tensor, is a
+ * leaf that requires grad); in the batched run, inside the vmap level,
+ * each step must also leave the modes' trace, read as the one-op lazy
+ * check reads it under vmap (kv_mode_session_verdict). The values are
+ * held as without modes: bit for bit against the per-sample runs under
+ * the same modes on reference kernels; teacher-forced elsewhere, under
+ * autocast against sample b's truth of the cast problem
+ * (kv_prog_autocast_truth) by that problem's rule. A program with
+ * `backward` refuses vmap with another mode at parse time
+ * (runner/case/case_lazy_mode.c says why). */
 #include "runner/check/check_program_vmap.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "kv/accel.h"
+#include "kv/autograd.h"
 #include "kv/backend.h"
 #include "kv/ops.h"
 #include "kv/tune.h"
 #include "kv/vmap.h"
+#include "runner/check/check_program_modes.h"
 #include "runner/check/check_program_util.h"
 #include "runner/check/check_util.h"
 #include "runner/check/compare.h"
 #include "runner/exec/inflight.h"
 #include "runner/exec/inputs.h"
+#include "runner/exec/mode_session.h"
 
 #define PV_B KV_CASE_VMAP_BATCH
+
+/* The case's modes other than vmap: entered around every step, inside
+ * the vmap level in the batched run. */
+static unsigned pv_inner_modes(const kv_case *c) { return c->modes & ~(1u << KV_MODE_VMAP); }
+
+/* Whether the inner modes make program inputs require grad (grad, no_grad:
+ * every floating input is a leaf, as in program:modes). */
+static bool pv_wants_grad(const kv_case *c, const kv_tensor *t) {
+    return (c->modes & ((1u << KV_MODE_GRAD) | (1u << KV_MODE_NO_GRAD))) != 0 &&
+           (kv_dtype_is_floating(t->dtype) || kv_dtype_is_complex(t->dtype));
+}
+
+/* Step k of a run: plain, or inside a session of the inner modes. With
+ * `evidence` (the batched run) the modes must leave their trace per step;
+ * a miss is KV_ERR_INVALID_ARG with `why` naming it after the step. */
+static kv_status pv_step(const kv_check_ctx *ctx, const kv_program *p, int k, kv_prog_values *vals, bool evidence,
+                         char *why, int cap) {
+    const unsigned inner = pv_inner_modes(ctx->c);
+    if (inner == 0) {
+        const kv_status st = kv_program_step_run(p, k, vals, 0);
+        if (st != KV_OK) snprintf(why, (size_t)cap, "%s: %.400s", kv_status_name(st), kv_last_error_message());
+        return st;
+    }
+    bool ok = false;
+    char w[512] = "";
+    /* Under vmap the session's verdict asks what vmap changes: the rule
+     * or the fallback ran for the step's op, autocast cast at least once
+     * when its policy casts, the graph and the recorder saw some op. */
+    const kv_status st = kv_prog_step_under_modes(p, k, vals, evidence ? ctx->c->modes : inner, 0, ctx->c->device, &ok, w,
+                                                  (int)sizeof w);
+    snprintf(why, (size_t)cap, "%s", w);
+    if (st != KV_OK || !evidence || ok) return st;
+    return kv_error(KV_ERR_INVALID_ARG, "%s", w);
+}
+
+/* "vmap+autocast_f16" for messages. */
+static void pv_modes_text(const kv_case *c, char *buf, int cap) {
+    int n = snprintf(buf, (size_t)cap, "vmap");
+    for (int m = 0; m < KV_MODE_COUNT && n < cap; m++)
+        if (m != KV_MODE_VMAP && (c->modes & (1u << m)))
+            n += snprintf(buf + n, (size_t)(cap - n), "+%s", kv_case_mode_name((kv_case_mode)m));
+}
+
+/* t placed contiguous on dev, a leaf that requires grad where the inner
+ * modes ask it (a new reference). */
+static kv_tensor *pv_place(const kv_check_ctx *ctx, const kv_tensor *t, kv_device dev) {
+    kv_tensor *placed = kv_layout_place(t, KV_LAYOUT_CONTIGUOUS, dev);
+    if (placed != NULL && pv_wants_grad(ctx->c, placed) && kv_tensor_set_requires_grad(placed, true) != KV_OK) {
+        kv_tensor_release(placed);
+        return NULL;
+    }
+    return placed;
+}
 
 /* A host-readable, materialized copy of t (a new reference). */
 static kv_tensor *pv_host(kv_tensor *t) {
@@ -54,8 +124,8 @@ static kv_tensor *pv_host(kv_tensor *t) {
 }
 
 /* The program on one sample: inputs (host) and every step output (host). */
-static kv_status pv_sample(const kv_program *p, kv_device dev, const kv_prog_values *logical, kv_prog_values *host,
-                           int *failed, char *why, int cap) {
+static kv_status pv_sample(const kv_check_ctx *ctx, const kv_program *p, kv_device dev, const kv_prog_values *logical,
+                           kv_prog_values *host, int *failed, char *why, int cap) {
     kv_prog_values vals;
     memset(&vals, 0, sizeof vals);
     memset(host, 0, sizeof *host);
@@ -63,14 +133,10 @@ static kv_status pv_sample(const kv_program *p, kv_device dev, const kv_prog_val
     for (int i = 0; i < p->ninputs && st == KV_OK; i++) {
         kv_tensor_retain(logical->v[i]);
         host->v[i] = logical->v[i];
-        if ((vals.v[i] = kv_layout_place(logical->v[i], KV_LAYOUT_CONTIGUOUS, dev)) == NULL) st = kv_last_error();
+        if ((vals.v[i] = pv_place(ctx, logical->v[i], dev)) == NULL) st = kv_last_error();
     }
-    for (int k = 0; k < p->nsteps && st == KV_OK; k++) {
-        if ((st = kv_program_step_run(p, k, &vals, 0)) != KV_OK) {
-            *failed = k;
-            snprintf(why, (size_t)cap, "%s: %.400s", kv_status_name(st), kv_last_error_message());
-        }
-    }
+    for (int k = 0; k < p->nsteps && st == KV_OK; k++)
+        if ((st = pv_step(ctx, p, k, &vals, false, why, cap)) != KV_OK) *failed = k;
     for (int v = p->ninputs; v < p->nvalues && st == KV_OK; v++)
         if (vals.v[v] != NULL && (host->v[v] = pv_host(vals.v[v])) == NULL) st = kv_last_error();
     kv_prog_values_free(&vals);
@@ -78,8 +144,8 @@ static kv_status pv_sample(const kv_program *p, kv_device dev, const kv_prog_val
 }
 
 /* The batched run: every step output unwrapped (batch dim 0), on the host. */
-static kv_status pv_batched(const kv_program *p, kv_device dev, kv_prog_values logical[PV_B], kv_prog_values *host,
-                            int *failed, char *why, int cap) {
+static kv_status pv_batched(const kv_check_ctx *ctx, const kv_program *p, kv_device dev, kv_prog_values logical[PV_B],
+                            kv_prog_values *host, int *failed, char *why, int cap) {
     kv_prog_values vals;
     memset(&vals, 0, sizeof vals);
     memset(host, 0, sizeof *host);
@@ -90,7 +156,7 @@ static kv_status pv_batched(const kv_program *p, kv_device dev, kv_prog_values l
         kv_tensor *samples[PV_B];
         for (int b = 0; b < PV_B; b++) samples[b] = logical[b].v[i];
         kv_tensor *phys = kv_stack_op((kv_tensor_list){ samples, PV_B }, 0);
-        kv_tensor *placed = phys ? kv_layout_place(phys, KV_LAYOUT_CONTIGUOUS, dev) : NULL;
+        kv_tensor *placed = phys ? pv_place(ctx, phys, dev) : NULL;
         kv_tensor_release(phys);
         if (placed == NULL || (vals.v[i] = kv_vmap_add_batch_dim(placed, 0, level)) == NULL) {
             st = kv_last_error();
@@ -99,12 +165,8 @@ static kv_status pv_batched(const kv_program *p, kv_device dev, kv_prog_values l
         }
         kv_tensor_release(placed);
     }
-    for (int k = 0; k < p->nsteps && st == KV_OK; k++) {
-        if ((st = kv_program_step_run(p, k, &vals, 0)) != KV_OK) {
-            *failed = k;
-            snprintf(why, (size_t)cap, "%s: %.400s", kv_status_name(st), kv_last_error_message());
-        }
-    }
+    for (int k = 0; k < p->nsteps && st == KV_OK; k++)
+        if ((st = pv_step(ctx, p, k, &vals, true, why, cap)) != KV_OK) *failed = k;
     for (int v = p->ninputs; v < p->nvalues && st == KV_OK; v++) {
         if (vals.v[v] == NULL) continue;
         kv_tensor *phys = kv_vmap_unwrap_result(vals.v[v], level, PV_B, 0);
@@ -156,17 +218,6 @@ static bool pv_compare(const kv_program *p, const kv_prog_values *batched, kv_pr
     return true;
 }
 
-/* Whether step k reads value v (a tensor argument or a Tensor[] entry). */
-static bool pv_step_reads(const kv_prog_step *s, int v) {
-    for (int a = 0; a < KV_SCHEMA_MAX_ARGS; a++) {
-        const kv_prog_arg *pa = &s->args[a];
-        if (pa->kind == KV_PROG_ARG_VALUE && pa->value == v) return true;
-        for (int j = 0; pa->kind == KV_PROG_ARG_LIST && j < pa->nlist; j++)
-            if (pa->list[j] == v) return true;
-    }
-    return false;
-}
-
 /* Teacher-forced: step k batched on the stacked truths of its inputs,
  * each sample against its truth; false with r set. */
 static bool pv_forced_step(const kv_check_ctx *ctx, const kv_program *p, int k, kv_prog_values truth[PV_B],
@@ -180,16 +231,17 @@ static bool pv_forced_step(const kv_check_ctx *ctx, const kv_program *p, int k, 
     const int level = kv_vmap_level_enter();
     kv_status st = level < 0 ? kv_last_error() : KV_OK;
     for (int v = 0; v < p->nvalues && st == KV_OK; v++) {
-        if (!pv_step_reads(s, v)) continue;
+        if (!kv_program_step_reads(s, v)) continue;
         kv_tensor *samples[PV_B];
         for (int b = 0; b < PV_B; b++) samples[b] = truth[b].v[v];
         kv_tensor *phys = kv_stack_op((kv_tensor_list){ samples, PV_B }, 0);
-        kv_tensor *placed = phys ? kv_layout_place(phys, KV_LAYOUT_CONTIGUOUS, ctx->c->device) : NULL;
+        kv_tensor *placed = phys ? pv_place(ctx, phys, ctx->c->device) : NULL;
         kv_tensor_release(phys);
         if (placed == NULL || (vals.v[v] = kv_vmap_add_batch_dim(placed, 0, level)) == NULL) st = kv_last_error();
         kv_tensor_release(placed);
     }
-    if (st == KV_OK) st = kv_program_step_run(p, k, &vals, 0);
+    char why[512] = "";
+    if (st == KV_OK) st = pv_step(ctx, p, k, &vals, true, why, (int)sizeof why);
     for (int i = 0; i < s->nout && st == KV_OK; i++) {
         const int v = s->out[i];
         if (v < 0) continue;
@@ -201,8 +253,8 @@ static bool pv_forced_step(const kv_check_ctx *ctx, const kv_program *p, int k, 
     if (level >= 0) kv_vmap_level_exit(level);
     if (st != KV_OK) {
         kv_check_result_set(r, kv_check_status_of_failure(ctx->c, st, KV_RESULT_FAIL),
-                            "%s failed under vmap on the truths of its inputs: %s: %s", label, kv_status_name(st),
-                            kv_last_error_message());
+                            "%s failed under vmap on the truths of its inputs: %s", label,
+                            why[0] ? why : kv_last_error_message());
         kv_prog_values_free(&host);
         return false;
     }
@@ -221,7 +273,26 @@ static bool pv_forced_step(const kv_check_ctx *ctx, const kv_program *p, int k, 
             }
             kv_case sc;
             kv_program_step_case(p, k, &tin, KV_DEVICE_CPU0, &sc);
-            ok = kv_prog_compare(p, k, i, &sc, &tin, truth[b].v[v], got, r);
+            const kv_dtype ac = kv_case_autocast_dtype(ctx->c);
+            if (ac == KV_DTYPE_COUNT) {
+                ok = kv_prog_compare(p, k, i, &sc, &tin, truth[b].v[v], got, r);
+            } else {
+                /* Under autocast: sample b's truth of the cast problem, by
+                 * that problem's rule, as program:modes holds a step. */
+                kv_case_inputs cin;
+                memset(&cin, 0, sizeof cin);
+                kv_case csc;
+                kv_case_outputs exp;
+                if (kv_prog_autocast_truth(p, k, kv_op_find(s->op), &truth[b], &sc, ac, &cin, &csc, &exp) != KV_OK) {
+                    kv_check_result_set(r, KV_RESULT_ERROR, "%s: vmap sample %d: the truth on the autocast inputs: %s",
+                                        label, b, kv_last_error_message());
+                    ok = false;
+                } else {
+                    ok = kv_prog_compare(p, k, i, &csc, &cin, exp.t[i], got, r);
+                }
+                kv_case_outputs_free(&exp);
+                kv_case_inputs_free(&cin);
+            }
             if (!ok) kv_check_result_append(r, " (vmap sample %d, teacher-forced)", b);
             kv_case_inputs_free(&tin);
             kv_tensor_release(got);
@@ -246,11 +317,15 @@ static void pv_forced(const kv_check_ctx *ctx, const kv_program *p, kv_check_res
     }
     int done = 0;
     for (int k = 0; k < p->nsteps && st == KV_OK && pv_forced_step(ctx, p, k, truth, r); k++) done++;
-    if (st == KV_OK && done == p->nsteps)
+    if (st == KV_OK && done == p->nsteps) {
+        char modes[160];
+        pv_modes_text(ctx->c, modes, (int)sizeof modes);
         kv_check_result_set(r, KV_RESULT_PASS,
-                            "%d steps under vmap over %d samples, teacher-forced: each step batched on the truths "
-                            "of its inputs, every sample within its op's tolerance of its truth",
-                            done, PV_B);
+                            "%d steps under %s over %d samples, teacher-forced: each step batched on the truths "
+                            "of its inputs%s, every sample within its op's tolerance of its truth%s",
+                            done, modes, PV_B, pv_inner_modes(ctx->c) ? " left the modes' trace" : "",
+                            kv_case_autocast_dtype(ctx->c) != KV_DTYPE_COUNT ? " (of the cast problem)" : "");
+    }
     for (int b = 0; b < PV_B; b++) kv_prog_values_free(&truth[b]);
 }
 
@@ -282,23 +357,27 @@ void kv_check_program_vmap(const kv_check_ctx *ctx, const kv_program *p) {
         if ((st = kv_program_inputs(p, &cb, &logical[b])) != KV_OK)
             snprintf(why, sizeof why, "cannot make the inputs of sample %d: %.400s", b, kv_last_error_message());
     }
-    for (int b = 0; b < PV_B && st == KV_OK; b++) st = pv_sample(p, dev, &logical[b], &one[b], &failed, why, (int)sizeof why);
+    for (int b = 0; b < PV_B && st == KV_OK; b++)
+        st = pv_sample(ctx, p, dev, &logical[b], &one[b], &failed, why, (int)sizeof why);
     if (st != KV_OK) {
         char label[400] = "";
         if (failed >= 0) kv_prog_step_label(p, failed, -1, label, sizeof label);
         kv_check_result_set(&r, kv_check_status_of_failure(ctx->c, st, KV_RESULT_ERROR),
                             "the per-sample run failed%s%s: %s", label[0] ? " at " : "", label, why);
-    } else if ((st = pv_batched(p, dev, logical, &batched, &failed, why, (int)sizeof why)) != KV_OK) {
+    } else if ((st = pv_batched(ctx, p, dev, logical, &batched, &failed, why, (int)sizeof why)) != KV_OK) {
         char label[400] = "";
         if (failed >= 0) kv_prog_step_label(p, failed, -1, label, sizeof label);
         kv_check_result_set(&r, kv_check_status_of_failure(ctx->c, st, KV_RESULT_FAIL),
                             "the batched run failed%s%s (the per-sample runs passed): %s", label[0] ? " at " : "",
                             label, why);
     } else if (pv_compare(p, &batched, one, &r)) {
+        char modes[160];
+        pv_modes_text(ctx->c, modes, (int)sizeof modes);
         kv_check_result_set(&r, KV_RESULT_PASS,
-                            "%d steps under vmap over %d samples: each step's sample equals, bit for bit, the "
-                            "program run on that sample alone",
-                            p->nsteps, PV_B);
+                            "%d steps under %s over %d samples: each step's sample equals, bit for bit, the "
+                            "program run on that sample alone%s",
+                            p->nsteps, modes, PV_B,
+                            pv_inner_modes(ctx->c) ? " under the same modes, and each batched step left the modes' trace" : "");
     }
     kv_tune_reference_mode_set(was_ref);
     for (int b = 0; b < PV_B; b++) {

@@ -21,7 +21,8 @@
  *   autocast     an op on an autocast list ran an Autocast kernel that made
  *                exactly the casts its policy calls for (at least one per
  *                call under vmap, whose fallback calls the op per sample);
- *                any other op shows no Autocast call and no cast;
+ *                any other op shows no Autocast call and no cast (under
+ *                vmap: no cast; vmap's own stack may pass autocast);
  *   functionalize the graph holds the op, or for an in-place op its
  *                functional twin and the copy_ back (under vmap: not empty);
  *   trace        the recorder saw the op (the functional twin under

@@ -33,7 +33,9 @@
  *     neg, conj (complex only) or conj+neg: the input reaches accel
  *     carrying those lazy bits over stored values that read back as the
  *     same logical values (runner/exec/lazy_inputs.h), in the accel rows
- *     only (backend kernels never see a lazy bit);
+ *     only (backend kernels never see a lazy bit); or zero (alone): a
+ *     ZeroTensor, whose logical value, so its truth, is all zeros, and
+ *     which never requires grad;
  *   - `backward NAME` (at most once, after the steps) makes every floating
  *     input require grad and runs backward from NAME, which must hold one
  *     element (a scalar loss); the accel fast path check then compares
@@ -144,6 +146,12 @@ void kv_program_step_case(const kv_program *p, int k, const kv_case_inputs *in, 
 /* Runs step k on `vals` (kv_call, or kv_redispatch on `ks` when not 0)
  * and stores its outputs into vals (owned). */
 kv_status kv_program_step_run(const kv_program *p, int k, kv_prog_values *vals, kv_keyset ks);
+/* Whether step s reads value v (a tensor argument or a Tensor[] entry). */
+bool kv_program_step_reads(const kv_prog_step *s, int v);
+
+/* Stores step k's outputs `out` (ownership passes; *out is left empty)
+ * into vals; KV_ERR_INTERNAL when their count is not the step's. */
+kv_status kv_program_step_store(const kv_program *p, int k, kv_case_outputs *out, kv_prog_values *vals);
 
 /* The path the program of case c is read from (c->program). */
 kv_status kv_program_load_for(const kv_case *c, kv_program **out);

@@ -42,6 +42,10 @@ kv_status kv_program_inputs(const kv_program *p, const kv_case *c, kv_prog_value
         kv_fill_plan_layout(&plan, in->layout, &in->shape);
         const kv_status st = kv_fill_tensor(t, in->fill, &plan, kv_rng_substream(base, (uint64_t)i));
         if (st != KV_OK) return kv_error_prefix(st, "%s: input '%s': cannot fill it", p->path, in->name);
+        /* A ZeroTensor input (lazy=zero) is zeros whatever its storage
+         * held: its logical value, so its truth, is all zeros (each input
+         * has its own substream, so the others' bytes do not change). */
+        if ((in->lazy & KV_CASE_LAZY_ZERO) && t->storage->nbytes > 0) memset(t->storage->data, 0, t->storage->nbytes);
     }
     return KV_OK;
 }
@@ -144,6 +148,13 @@ kv_status kv_program_step_run(const kv_program *p, int k, kv_prog_values *vals, 
     st = kv_case_invoke(op, &in, ks, &out);
     kv_case_inputs_free(&in);
     if (st != KV_OK) return st;
+    return kv_program_step_store(p, k, &out, vals);
+}
+
+kv_status kv_program_step_store(const kv_program *p, int k, kv_case_outputs *outs, kv_prog_values *vals) {
+    const kv_prog_step *step = &p->steps[k];
+    kv_case_outputs out = *outs;
+    memset(outs, 0, sizeof *outs);
     if (out.n != step->nout) {
         kv_case_outputs_free(&out);
         return kv_error(KV_ERR_INTERNAL, "%s: step %d (%s) returned %d tensors, the program names %d", p->path, k + 1,
@@ -159,6 +170,16 @@ kv_status kv_program_step_run(const kv_program *p, int k, kv_prog_values *vals, 
         vals->v[v] = out.t[i];
     }
     return KV_OK;
+}
+
+bool kv_program_step_reads(const kv_prog_step *s, int v) {
+    for (int a = 0; a < KV_SCHEMA_MAX_ARGS; a++) {
+        const kv_prog_arg *pa = &s->args[a];
+        if (pa->kind == KV_PROG_ARG_VALUE && pa->value == v) return true;
+        for (int j = 0; pa->kind == KV_PROG_ARG_LIST && j < pa->nlist; j++)
+            if (pa->list[j] == v) return true;
+    }
+    return false;
 }
 
 kv_status kv_program_load_for(const kv_case *c, kv_program **out) { return kv_program_parse_file(c->program, out); }

@@ -124,9 +124,15 @@ static kv_status pp_input_line(pp_state *st, const char *s) {
             if (strcmp(l, "neg") == 0) in->lazy = KV_CASE_LAZY_NEG;
             else if (strcmp(l, "conj") == 0) in->lazy = KV_CASE_LAZY_CONJ;
             else if (strcmp(l, "conj+neg") == 0) in->lazy = KV_CASE_LAZY_CONJ | KV_CASE_LAZY_NEG;
-            else return PP_ERR(st, w + 5, "unknown lazy bits '%s' (neg, conj or conj+neg)", l);
+            else if (strcmp(l, "zero") == 0) in->lazy = KV_CASE_LAZY_ZERO;
+            else if (strstr(l, "zero") != NULL)
+                return PP_ERR(st, w + 5, "lazy=%s: zero goes alone (a ZeroTensor's values are zeros whatever other bits say)", l);
+            else return PP_ERR(st, w + 5, "unknown lazy bits '%s' (neg, conj, conj+neg or zero)", l);
             if ((in->lazy & KV_CASE_LAZY_CONJ) && !kv_dtype_is_complex(in->dtype))
                 return PP_ERR(st, w + 5, "lazy=%s: the Conjugate bit needs a complex dtype", l);
+            if (!kv_dtype_is_floating(in->dtype) && !kv_dtype_is_complex(in->dtype))
+                return PP_ERR(st, w + 5, "lazy=%s: input '%s' is %s: lazy bits go on floating and complex inputs only", l,
+                              in->name, kv_dtype_name(in->dtype));
         } else if (strncmp(buf, "layout=", 7) == 0) {
             if (kv_layout_parse(buf + 7, &in->layout) != 0)
                 return PP_ERR(st, w + 7, "unknown layout '%s' (c, t, s, o, b or w)", buf + 7);
