@@ -13,6 +13,10 @@ bool kv_cpu_strides_ok(const kv_tensor *t) {
 bool kv_cpu_plain(const kv_tensor *t) {
     if (t == NULL || t->device.type != KV_DEVICE_CPU || (t->keys & KV_KEYSET_LAZY) || t->batched) return false;
     if (!kv_cpu_strides_ok(t)) return false;
+    /* CPU memory is host memory whatever is loaded (only other devices'
+     * flags change), so memory present means a data pointer: the common
+     * case answered without kv_tensor_data's checks. */
+    if (t->storage != NULL && t->storage->data != NULL) return true;
     return kv_tensor_numel(t) == 0 || kv_tensor_data(t) != NULL;
 }
 

@@ -218,13 +218,24 @@ static int ew_approx(const kv_stack *s, int i) {
     return -1;
 }
 
+/* Whether a tensor of `ndim` dims has exactly these sizes. */
+static bool ew_shape_is(const kv_tensor *t, const int64_t *sizes, int ndim) {
+    if (t->ndim != ndim) return false;
+    for (int d = 0; d < ndim; d++)
+        if (t->sizes[d] != sizes[d]) return false;
+    return true;
+}
+
 bool kv_cpu_ew_analyze(const kv_op *op, const kv_stack *stack, cpu_ew_call *c) {
-    memset(c, 0, sizeof *c);
+    /* Only the arguments are zeroed (the loops read fields of other ops'
+     * arguments as defaults); the rest is set below, sizes up to ndim:
+     * this runs on every call, so its fixed cost is every small call's. */
+    c->a = (cpu_ew_args){ 0 };
+    const int id = kv_op_builtin_id(op);
     ew_shape shape;
     bool inplace;
-    if (!ew_kind_of(kv_op_builtin_id(op), &c->kind, &shape, &inplace)) return false;
+    if (!ew_kind_of(id, &c->kind, &shape, &inplace)) return false;
     c->inplace = inplace;
-    const int id = kv_op_builtin_id(op);
     kv_tensor *t[3] = { NULL, NULL, NULL };
     int first = 0; /* slot of the first operand whose dtype is the compute dtype */
     switch (shape) {
@@ -262,7 +273,9 @@ bool kv_cpu_ew_analyze(const kv_op *op, const kv_stack *stack, cpu_ew_call *c) {
         if (t[k]->dtype != dtype) return false;
     if (ew_float_only(c->kind) && !ew_is_float(c->dt)) return false;
     c->out_dtype = (c->kind == CPU_EW_EQ || c->kind == CPU_EW_LT) ? KV_BOOL : dtype;
-    for (int k = 0; k < c->nin; k++) c->in[k] = t[k];
+    c->in[0] = t[0]; /* all three: a fixed copy costs less than a loop up to nin */
+    c->in[1] = t[1];
+    c->in[2] = t[2];
 
     switch (id) {
     case KV_OP_ADD_TENSOR:
@@ -294,10 +307,12 @@ bool kv_cpu_ew_analyze(const kv_op *op, const kv_stack *stack, cpu_ew_call *c) {
     default: break;
     }
 
-    /* The broadcast shape of every operand. */
+    /* The broadcast shape of every operand (an operand of that very
+     * shape, the common case, changes nothing). */
     c->ndim = c->in[0]->ndim;
-    memcpy(c->sizes, c->in[0]->sizes, sizeof(int64_t) * (size_t)c->ndim);
+    for (int d = 0; d < c->ndim; d++) c->sizes[d] = c->in[0]->sizes[d];
     for (int k = 1; k < c->nin; k++) {
+        if (ew_shape_is(c->in[k], c->sizes, c->ndim)) continue;
         int64_t out[KV_MAX_DIMS];
         int nout = 0;
         if (kv_broadcast_shapes(c->sizes, c->ndim, c->in[k]->sizes, c->in[k]->ndim, out, &nout) != KV_OK) {
@@ -424,6 +439,61 @@ static void ew_piece(int i, void *ctx) {
     ew_plan_range(j->p, total * i / j->n, total * (i + 1) / j->n);
 }
 
+/* Whether operands ops[first..nops) are row-major contiguous over the
+ * call's own shape (no broadcast): the loop then runs once over every
+ * element with unit strides, which is what ew_plan_init's merging
+ * arrives at for them, without its per-dim work. Small calls are mostly
+ * this, and for them that work is most of the call. */
+static bool ew_dense(kv_tensor *const *ops, int first, int nops, const int64_t *sizes, int ndim) {
+    for (int k = first; k < nops; k++)
+        if (!ew_shape_is(ops[k], sizes, ndim) || !kv_cpu_contig(ops[k])) return false;
+    return true;
+}
+
+/* Bytes per element of a compute dtype. */
+static int64_t ew_dt_size(cpu_ew_dt dt) {
+    switch (dt) {
+    case CPU_DT_F32:
+    case CPU_DT_I32: return 4;
+    case CPU_DT_F64:
+    case CPU_DT_I64: return 8;
+    case CPU_DT_COUNT: break;
+    }
+    return 0;
+}
+
+/* An operand's first element. The analysis checked it is a plain CPU
+ * tensor (host memory) of the compute dtype or bool (eq/lt's output,
+ * where's condition), the only dtypes an operand can have. */
+static char *ew_data(const kv_tensor *t, cpu_ew_dt dt) {
+    return (char *)t->storage->data + t->offset * (t->dtype == KV_BOOL ? 1 : ew_dt_size(dt));
+}
+
+/* Runs the loop over every element of the call's operands. */
+static void ew_compute(kv_tensor *const *ops, const cpu_ew_call *c, cpu_ew_loop loop, int nthreads) {
+    /* A new output is contiguous over the call's shape by construction. */
+    if (nthreads <= 1 && ew_dense(ops, c->inplace ? 0 : 1, c->nin + 1, c->sizes, c->ndim)) {
+        int64_t numel = 1;
+        for (int d = 0; d < c->ndim; d++) numel *= c->sizes[d];
+        char *ptr[CPU_EW_MAX_OPS];
+        const int64_t unit[CPU_EW_MAX_OPS] = { 1, 1, 1, 1 };
+        for (int k = 0; k <= c->nin; k++) ptr[k] = ew_data(ops[k], c->dt);
+        if (numel > 0) loop(numel, ptr, unit, &c->a);
+        return;
+    }
+    ew_plan p;
+    ew_plan_init(&p, ops, c->nin + 1, c->sizes, c->ndim);
+    p.loop = loop;
+    p.a = &c->a;
+    if (p.numel == 0) return;
+    if (nthreads > 1) {
+        ew_job job = { &p, nthreads };
+        kv_cpu_parallel(nthreads, ew_piece, &job);
+    } else {
+        ew_plan_range(&p, 0, p.numel);
+    }
+}
+
 kv_status kv_cpu_ew_run(const kv_op *op, kv_stack *stack, const cpu_ew_table *t, int nthreads,
                         const cpu_ew_call *pre) {
     cpu_ew_call c;
@@ -433,20 +503,8 @@ kv_status kv_cpu_ew_run(const kv_op *op, kv_stack *stack, const cpu_ew_table *t,
                         t->isa);
     kv_tensor *out = c.inplace ? c.in[0] : kv_cpu_new(c.sizes, c.ndim, c.out_dtype);
     if (out == NULL) return kv_last_error();
-    kv_tensor *ops[CPU_EW_MAX_OPS] = { out };
-    for (int k = 0; k < c.nin; k++) ops[k + 1] = c.in[k];
-    ew_plan p;
-    ew_plan_init(&p, ops, c.nin + 1, c.sizes, c.ndim);
-    p.loop = t->loop[c.kind][c.dt];
-    p.a = &c.a;
-    if (p.numel > 0) {
-        if (nthreads > 1) {
-            ew_job job = { &p, nthreads };
-            kv_cpu_parallel(nthreads, ew_piece, &job);
-        } else {
-            ew_plan_range(&p, 0, p.numel);
-        }
-    }
+    kv_tensor *const ops[CPU_EW_MAX_OPS] = { out, c.in[0], c.in[1], c.in[2] }; /* those past nin unused */
+    ew_compute(ops, &c, t->loop[c.kind][c.dt], nthreads);
     if (c.inplace) {
         kv_tensor_bump_version(out);
         kv_tensor_retain(out);

@@ -164,6 +164,13 @@ __attribute__((target("avx512f"))) static void uk_avx512_f32_c(int64_t kc, const
                                                                 int64_t ldc, bool first) {
     __m512 acc[UK512_MR][2];
     for (int i = 0; i < UK512_MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    /* The C tile's 24 lines (rows ldc apart, seldom in L1) are asked for
+     * now and arrive while the k loop runs, not when it ends. */
+    if (!first)
+        for (int i = 0; i < UK512_MR; i++) {
+            _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+            _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+        }
     for (int64_t p = 0; p < kc; p++) {
         const __m512 b0 = _mm512_load_ps(bp + p * UK512_NR), b1 = _mm512_load_ps(bp + p * UK512_NR + 16);
 #pragma GCC unroll 12
@@ -240,11 +247,37 @@ __attribute__((target("avx512f"))) static void pack_b512(const float *B, int64_t
     }
 }
 
+/* A full micro-panel of a row-major A: 4 x 4 blocks transposed in SSE
+ * registers (three per 4 steps of k), where element by element the
+ * packing cost a tenth of the whole product at 512^3. Moves bits only. */
+static void pack_a512_rows(const float *src, int64_t as0, int64_t kc, float *dst) {
+    int64_t p = 0;
+    for (; p + 4 <= kc; p += 4) {
+        for (int g = 0; g < UK512_MR / 4; g++) {
+            const float *s = src + 4 * g * as0 + p;
+            __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + as0), r2 = _mm_loadu_ps(s + 2 * as0),
+                   r3 = _mm_loadu_ps(s + 3 * as0);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            float *d = dst + p * UK512_MR + 4 * g;
+            _mm_storeu_ps(d, r0);
+            _mm_storeu_ps(d + UK512_MR, r1);
+            _mm_storeu_ps(d + 2 * UK512_MR, r2);
+            _mm_storeu_ps(d + 3 * UK512_MR, r3);
+        }
+    }
+    for (; p < kc; p++)
+        for (int64_t i = 0; i < UK512_MR; i++) dst[p * UK512_MR + i] = src[i * as0 + p];
+}
+
 static void pack_a512(const float *A, int64_t as0, int64_t as1, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
                       float *ap) {
     for (int64_t is = 0; is < mc; is += UK512_MR) {
         float *dst = ap + is * kc;
         const int64_t h = mc - is < UK512_MR ? mc - is : UK512_MR;
+        if (as1 == 1 && h == UK512_MR) {
+            pack_a512_rows(A + (ic + is) * as0 + pc, as0, kc, dst);
+            continue;
+        }
         /* Row by row: reads run along A's rows (unit stride for a
          * row-major A), writes land every MR floats in a block that fits
          * in L1. */
@@ -276,10 +309,14 @@ static bool mm_avx512_f32(const mm_prob *pr) {
         free(ap);
         return false;
     }
+    /* k in equal blocks of at most KC512 (512 = 4 x 128, not 3 x 160 +
+     * 32): a short last block pays the C tile's loads and stores for
+     * few FMAs. */
+    const int64_t kcb = k > 0 ? (k + (k + KC512 - 1) / KC512 - 1) / ((k + KC512 - 1) / KC512) : KC512;
     for (int64_t jc = 0; jc < m; jc += NC512) {
         const int64_t nc = m - jc < NC512 ? m - jc : NC512;
-        for (int64_t pc = 0; pc < k; pc += KC512) {
-            const int64_t kc = k - pc < KC512 ? k - pc : KC512;
+        for (int64_t pc = 0; pc < k; pc += kcb) {
+            const int64_t kc = k - pc < kcb ? k - pc : kcb;
             pack_b512(B, pr->bs0, pr->bs1, pc, kc, jc, nc, bp);
             for (int64_t ic = 0; ic < n; ic += MC512) {
                 const int64_t mc = n - ic < MC512 ? n - ic : MC512;
@@ -396,9 +433,37 @@ typedef struct mm_epilogue {
     int64_t ss0, ss1;
 } mm_epilogue;
 
+/* Whether row i of the product holds only finite values. Bit tests the
+ * compiler vectorizes: for the plain product this pass is all mm_finish
+ * does, and a branch per element made it a tenth of mm at 512^3. */
+static bool mm_row_finite(const mm_prob *pr, int64_t i) {
+    /* The exponent field plus one carries into the sign bit exactly when
+     * it is all ones (Inf, NaN): plain arithmetic, no compare. */
+    const int64_t m = pr->m;
+    if (pr->dt == KV_F32) {
+        const float *r = (const float *)pr->c + i * m;
+        uint32_t bad = 0;
+        for (int64_t j = 0; j < m; j++) {
+            uint32_t u;
+            memcpy(&u, &r[j], sizeof u);
+            bad |= (u & 0x7f800000u) + 0x00800000u;
+        }
+        return (bad & 0x80000000u) == 0;
+    }
+    const double *r = (const double *)pr->c + i * m;
+    uint64_t bad = 0;
+    for (int64_t j = 0; j < m; j++) {
+        uint64_t u;
+        memcpy(&u, &r[j], sizeof u);
+        bad |= (u & 0x7ff0000000000000u) + 0x0010000000000000u;
+    }
+    return (bad & 0x8000000000000000u) == 0;
+}
+
 static void mm_finish(const mm_prob *pr, const mm_epilogue *ep) {
     const int64_t n = pr->n, m = pr->m;
     for (int64_t i = 0; i < n; i++) {
+        if (!ep->scale && mm_row_finite(pr, i)) continue; /* nothing to recompute or scale */
         for (int64_t j = 0; j < m; j++) {
             double v;
             if (pr->dt == KV_F32) {

@@ -21,7 +21,8 @@
  * cases: a lock, not atomics, as a name is several bytes. */
 static pthread_mutex_t g_requested_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_requested[KV_ACCEL_TARGET_NAME_MAX];
-static atomic_int g_target = KV_KEY_CPU;
+/* Read inline by kv_accel_target_now (boxing_internal.h). */
+atomic_int kv_accel_target_key = KV_KEY_CPU;
 
 static void *accel_alloc(void *context, size_t nbytes) { return kv_allocator_alloc(context, nbytes); }
 
@@ -80,7 +81,7 @@ kv_status kv_accel_set_requested_target(const char *requested) {
     pthread_mutex_lock(&g_requested_lock);
     snprintf(g_requested, sizeof g_requested, "%s", requested ? requested : "");
     pthread_mutex_unlock(&g_requested_lock);
-    atomic_store(&g_target, (int)t);
+    atomic_store(&kv_accel_target_key, (int)t);
     install(t);
     return KV_OK;
 }
@@ -107,10 +108,8 @@ const char *kv_accel_requested_target(char *buf, int cap) {
 
 kv_key kv_accel_target(void) {
     kv_accel_env_init();
-    return (kv_key)atomic_load_explicit(&g_target, memory_order_relaxed);
+    return (kv_key)atomic_load_explicit(&kv_accel_target_key, memory_order_relaxed);
 }
-
-kv_key kv_accel_target_now(void) { return (kv_key)atomic_load_explicit(&g_target, memory_order_relaxed); }
 
 const char *kv_accel_target_name(void) {
     kv_key t = kv_accel_target();

@@ -312,8 +312,12 @@ kv_status kv_accel_parse_disable_list(const char *text, bool *special);
  * reason from kv_accel_target_error(). */
 kv_key kv_accel_resolve_target(const char *requested);
 /* kv_accel_target without the env-init check, for code that only runs
- * inside a dispatched call (init is done by then). */
-kv_key kv_accel_target_now(void);
+ * inside a dispatched call (init is done by then); inline, as the lean
+ * fast path reads it on every call. */
+extern atomic_int kv_accel_target_key;
+static inline kv_key kv_accel_target_now(void) {
+    return (kv_key)atomic_load_explicit(&kv_accel_target_key, memory_order_relaxed);
+}
 /* Sets the thread's error to why no target is available; returns it. */
 kv_status kv_accel_target_error(const char *op);
 /* The requested target from KV_ACCEL_TARGET: a backend's name ("cpu",

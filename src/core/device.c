@@ -63,8 +63,9 @@ static void kv_stat_give_back(void *p) {
 
 static void kv_stat_make_key(void) { kv_stat_key_ok = pthread_key_create(&kv_stat_key, kv_stat_give_back) == 0; }
 
-static kv_stat_block *kv_stats_mine(void) {
-    if (kv_my_stats != NULL) return kv_my_stats;
+/* The thread's first count: claims a block. Kept out of line, so the
+ * counting path (every allocation and free) has no frame to build. */
+static __attribute__((noinline)) kv_stat_block *kv_stats_claim(void) {
     pthread_once(&kv_stat_once, kv_stat_make_key);
     kv_stat_block *b = NULL;
     for (kv_stat_block *p = atomic_load_explicit(&kv_stat_blocks, memory_order_acquire); p && !b; p = p->next) {
@@ -84,6 +85,8 @@ static kv_stat_block *kv_stats_mine(void) {
     kv_my_stats = b;
     return b;
 }
+
+static kv_stat_block *kv_stats_mine(void) { return kv_my_stats != NULL ? kv_my_stats : kv_stats_claim(); }
 
 static void kv_stat_add(_Atomic int64_t *c, int64_t d) {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d, memory_order_relaxed);

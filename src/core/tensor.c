@@ -94,21 +94,22 @@ static kv_status kv_check_geometry(const char *op, const int64_t *sizes, const i
 static kv_tensor *kv_tensor_fill(kv_tensor *t, unsigned char origin, kv_storage *storage, const int64_t *sizes,
                                  const int64_t *strides, int ndim, int64_t offset, kv_dtype dtype, kv_device device,
                                  kv_keyset keys) {
-    memset(t, 0, sizeof *t);
-    t->origin = origin;
+    /* Dims past ndim read as 0, as before; an initializer zeroes them with
+     * a few inline stores where memset was a library call on every new
+     * tensor. autograd and batched are NULL: views and aliases are never
+     * batched wrappers. */
+    *t = (kv_tensor){ .storage = storage,
+                      .ndim = ndim,
+                      .offset = offset,
+                      .dtype = dtype,
+                      .device = device,
+                      .keys = keys,
+                      .origin = origin };
     atomic_init(&t->refcount, 1);
-    t->storage = storage;
-    t->ndim = ndim;
     for (int d = 0; d < ndim; d++) {
         t->sizes[d] = sizes[d];
         t->strides[d] = strides[d];
     }
-    t->offset = offset;
-    t->dtype = dtype;
-    t->device = device;
-    t->keys = keys;
-    t->autograd = NULL;
-    t->batched = NULL; /* views and aliases are never batched wrappers */
     return t;
 }
 
@@ -172,7 +173,31 @@ kv_tensor *kv_tensor_empty_strided(const int64_t *sizes, const int64_t *strides,
                          device);
 }
 
+/* kv_check_geometry and kv_contiguous_strides for a contiguous tensor in
+ * one pass, for the common case only: false (nothing said) whenever the
+ * full check might have something to say, which it then says. Every
+ * output of an op goes through here, so on small tensors its passes over
+ * the dims are a visible part of a call. */
+static bool kv_contiguous_quick(const int64_t *sizes, int ndim, kv_dtype dtype, int64_t *strides, size_t *nbytes) {
+    if (ndim < 0 || ndim > KV_MAX_DIMS || (ndim > 0 && sizes == NULL) || !kv_dtype_valid(dtype)) return false;
+    int64_t numel = 1, stride = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        const int64_t n = sizes[d];
+        strides[d] = stride;
+        if (n < 0 || __builtin_mul_overflow(numel, n, &numel) || __builtin_mul_overflow(stride, n > 1 ? n : 1, &stride))
+            return false;
+    }
+    int64_t nb;
+    if (__builtin_mul_overflow(numel, (int64_t)kv_dtype_size(dtype), &nb) || (uint64_t)nb > SIZE_MAX / 2) return false;
+    *nbytes = (size_t)nb;
+    return true;
+}
+
 kv_tensor *kv_tensor_empty(const int64_t *sizes, int ndim, kv_dtype dtype, kv_device device) {
+    int64_t quick_strides[KV_MAX_DIMS];
+    size_t nbytes;
+    if (kv_contiguous_quick(sizes, ndim, dtype, quick_strides, &nbytes))
+        return kv_tensor_new("empty", nbytes, sizes, quick_strides, ndim, dtype, device);
     kv_geom_check g;
     if (kv_check_geometry("empty", sizes, NULL, ndim, dtype, &g) != KV_OK) return NULL;
     int64_t strides[KV_MAX_DIMS];
