@@ -514,25 +514,29 @@ static kv_status fz_fallback(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return fz_run_recorded(op, ks, stack);
 }
 
+/* Resolves a table row's two ops; a row naming an op ops.schema lacks is
+ * an error. */
+static kv_status fz_resolve_row(const fz_row *row, const kv_op **inplace, const kv_op **functional) {
+    *inplace = kv_op_find(row->inplace);
+    *functional = kv_op_find(row->functional);
+    if (*inplace == NULL || *functional == NULL)
+        return kv_error(KV_ERR_UNKNOWN_OP, "functionalize: table row '%s' -> '%s': op not in ops.schema",
+                        row->inplace, row->functional);
+    return KV_OK;
+}
+
 kv_status kv_functionalize_register(void) {
+    kv_status st;
     for (int i = 0; i < FZ_NROWS; i++) {
-        g_inplace_op[i] = kv_op_find(g_table[i].inplace);
-        g_functional_op[i] = kv_op_find(g_table[i].functional);
-        if (g_inplace_op[i] == NULL || g_functional_op[i] == NULL)
-            return kv_error(KV_ERR_UNKNOWN_OP, "functionalize: table row '%s' -> '%s': op not in ops.schema",
-                            g_table[i].inplace, g_table[i].functional);
+        if ((st = fz_resolve_row(&g_table[i], &g_inplace_op[i], &g_functional_op[i])) != KV_OK) return st;
         if (g_table[i].run == fz_same_args &&
             kv_op_schema(g_inplace_op[i])->nargs != kv_op_schema(g_functional_op[i])->nargs)
             return kv_error(KV_ERR_INTERNAL, "functionalize: table row '%s' -> '%s': argument lists differ",
                             g_table[i].inplace, g_table[i].functional);
     }
-    for (int i = 0; i < FZ_NLIST; i++) {
-        g_list_inplace_op[i] = kv_op_find(g_list_table[i].inplace);
-        g_list_functional_op[i] = kv_op_find(g_list_table[i].functional);
-        if (g_list_inplace_op[i] == NULL || g_list_functional_op[i] == NULL)
-            return kv_error(KV_ERR_UNKNOWN_OP, "functionalize: table row '%s' -> '%s': op not in ops.schema",
-                            g_list_table[i].inplace, g_list_table[i].functional);
-    }
+    for (int i = 0; i < FZ_NLIST; i++)
+        if ((st = fz_resolve_row(&g_list_table[i], &g_list_inplace_op[i], &g_list_functional_op[i])) != KV_OK)
+            return st;
     g_copy_op = kv_op_find("copy_");
     g_expand_op = kv_op_find("expand");
     if (g_copy_op == NULL || g_expand_op == NULL)
