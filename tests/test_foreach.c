@@ -224,12 +224,42 @@ static void test_autograd_node(void **state) {
     }
 }
 
+/* An in-place foreach on an element that is a view autograd recorded is
+ * refused before anything is written (kvsuite's CopySlices wraps a
+ * single written tensor); a non-view element takes the node's history. */
+static void test_inplace_autograd(void **state) {
+    (void)state;
+    kv_tensor *leaf = make(ON_CPU, 6, 1.0f), *b[2] = { make(ON_CPU, 3, 2.0f), make(ON_CPU, 6, 3.0f) };
+    assert_int_equal(kv_tensor_set_requires_grad(leaf, true), KV_OK);
+    kv_tensor *y = kv_mul(leaf, leaf), *z = kv_add(leaf, leaf, kv_scalar_int(1));
+    assert_non_null(y);
+    assert_non_null(z);
+    const int64_t start = 0, end = 3;
+    kv_tensor *v = kv_slice(y, 0, &start, &end, 1);
+    assert_non_null(v);
+    kv_tensor *self[2] = { v, z };
+    kv_tensor *before = host(y);
+    assert_int_equal(kv__foreach_add_((kv_tensor_list){ self, 2 }, (kv_tensor_list){ b, 2 }, kv_scalar_int(1)),
+                     KV_ERR_INVALID_ARG);
+    assert_non_null(strstr(kv_last_error_message(), "element 0 is a view"));
+    assert_same(y, before, ON_CPU, "a refused in-place foreach", 0);
+    self[0] = z;
+    self[1] = y;
+    kv_tensor *b2[2] = { b[1], b[1] };
+    check_ok(kv__foreach_add_((kv_tensor_list){ self, 2 }, (kv_tensor_list){ b2, 2 }, kv_scalar_int(1)), ON_CPU,
+             "_foreach_add_ on non-leaves");
+    assert_string_equal(kv_tensor_grad_fn_name(z), "ForeachAddBackward0List");
+    assert_int_equal(kv_tensor_output_nr(y), 1);
+    kv_tensor *all[7] = { leaf, b[0], b[1], y, z, v, before };
+    release_all(all, 7);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_per_tensor_ops), cmocka_unit_test(test_list_errors),
         cmocka_unit_test(test_inplace_all_or_nothing), cmocka_unit_test(test_inplace_in_list_order),
         cmocka_unit_test(test_long_lists),             cmocka_unit_test(test_functionalize_graph),
-        cmocka_unit_test(test_autograd_node),
+        cmocka_unit_test(test_autograd_node),         cmocka_unit_test(test_inplace_autograd),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

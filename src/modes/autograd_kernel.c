@@ -122,6 +122,15 @@ static kv_status check_mutable(const kv_op *op, const kv_schema *s, const ag_inp
             if (t == NULL) continue;
             kv_status st = check_mutable_one(op, &s->args[i], t);
             if (st != KV_OK) return st;
+            /* CopySlices wraps a node whose input 0 is the one written
+             * tensor; a list element that is a view would need one per
+             * element. Refused before anything is written, rather than
+             * recorded with a wrong graph. */
+            if (s->args[i].type.is_list && t->autograd && t->autograd->base)
+                return kv_error(KV_ERR_INVALID_ARG,
+                                "%s: argument '%s': element %d is a view recorded by autograd; kvsuite does not "
+                                "record an in-place foreach op on views (clone the element first)",
+                                kv_op_name(op), s->args[i].name, e);
         }
     }
     return KV_OK;
