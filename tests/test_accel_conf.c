@@ -31,7 +31,9 @@ static const char *const kSchema =
     "is_neg(Tensor self) -> bool\n"
     "view(Tensor(a) self, SymInt[] size) -> Tensor(a)\n"
     "neg(Tensor self) -> Tensor\n"
-    "bernoulli.p(Tensor self, float p=0.5, *, Generator? generator=None) -> Tensor\n";
+    "bernoulli.p(Tensor self, float p=0.5, *, Generator? generator=None) -> Tensor\n"
+    "_foreach_add_.List(Tensor(a!)[] self, Tensor[] other, *, Scalar alpha=1) -> ()\n"
+    "_foreach_mul.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]\n";
 
 static void load_schema(kv_gen_ops *ops) {
     if (kv_gen_load_text("t.schema", kSchema, ops) != KV_OK) fail_msg("schema: %s", kv_last_error_message());
@@ -327,6 +329,47 @@ static void test_generated_list_and_factory(void **state) {
                   "        st = kv_accel_box_slow(&b);\n"
                   "    }\n"
                   "    st = kv_accel_unbox_tensor(&b, 0);\n"
+                  "    return kv_accel_box_end(&b, st);\n"
+                  "}\n");
+    /* foreach: a mutable list is boxed element by element as mutable
+     * arguments, a Tensor[] return unboxed element by element; the
+     * in-place op returns nothing. */
+    expect_kernel(&ops, "_foreach_add_.List", KV_GEN_ACCEL_DEFAULT,
+                  "/* _foreach_add_.List(Tensor(a!)[] self, Tensor[] other, *, Scalar alpha=1) -> ()\n"
+                  " * kind: tensor-list; target: default */\n"
+                  "static kv_status accel__foreach_add__list(const kv_op *op, kv_keyset ks, kv_stack *stack) {\n"
+                  "    kv_accel_box b;\n"
+                  "    if (!kv_accel_box_begin(&b, op, ks, stack, KV_ACCEL_TARGET_DEFAULT)) return "
+                  "kv_accel_box_below(&b, KV_OP__FOREACH_ADD__LIST);\n"
+                  "    kv_status st = KV_OK;\n"
+                  "    st = kv_accel_box_mutable_list(&b, 0); /* self */\n"
+                  "    st = kv_accel_box_list(&b, 1); /* other */\n"
+                  "    if (st == KV_OK && kv_accel_gate_allows(&b)) {\n"
+                  "        kv_accel_count(KV_OP__FOREACH_ADD__LIST, KV_ACCEL_PATH_FAST);\n"
+                  "        st = kv_accel_box_fast(&b);\n"
+                  "    } else if (st == KV_OK) {\n"
+                  "        kv_accel_count(KV_OP__FOREACH_ADD__LIST, KV_ACCEL_PATH_SLOW);\n"
+                  "        st = kv_accel_box_slow(&b);\n"
+                  "    }\n"
+                  "    return kv_accel_box_end(&b, st);\n"
+                  "}\n");
+    expect_kernel(&ops, "_foreach_mul.Scalar", KV_GEN_ACCEL_DEFAULT,
+                  "/* _foreach_mul.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]\n"
+                  " * kind: tensor-list; target: default */\n"
+                  "static kv_status accel__foreach_mul_scalar(const kv_op *op, kv_keyset ks, kv_stack *stack) {\n"
+                  "    kv_accel_box b;\n"
+                  "    if (!kv_accel_box_begin(&b, op, ks, stack, KV_ACCEL_TARGET_DEFAULT)) return "
+                  "kv_accel_box_below(&b, KV_OP__FOREACH_MUL_SCALAR);\n"
+                  "    kv_status st = KV_OK;\n"
+                  "    st = kv_accel_box_list(&b, 0); /* self */\n"
+                  "    if (st == KV_OK && kv_accel_gate_allows(&b)) {\n"
+                  "        kv_accel_count(KV_OP__FOREACH_MUL_SCALAR, KV_ACCEL_PATH_FAST);\n"
+                  "        st = kv_accel_box_fast(&b);\n"
+                  "    } else if (st == KV_OK) {\n"
+                  "        kv_accel_count(KV_OP__FOREACH_MUL_SCALAR, KV_ACCEL_PATH_SLOW);\n"
+                  "        st = kv_accel_box_slow(&b);\n"
+                  "    }\n"
+                  "    st = kv_accel_unbox_list(&b, 0); /* one return per element */\n"
                   "    return kv_accel_box_end(&b, st);\n"
                   "}\n");
     expect_kernel(&ops, "zeros", KV_GEN_ACCEL_SIM,

@@ -272,6 +272,20 @@ CASE(c_masked_fill_) {
  * every evaluation drawing from the same generator state. */
 CASE(c_bernoulli) { p_t(b, rnd(b, IL(2, 3), -1, 1)); p_double(b, 0.5); p_none(b); }
 CASE(c_repeat) { p_t(b, rnd(b, IL(2, 3), -1, 1)); p_ints(b, IL(2, 3, 2)); }
+/* foreach: elements of different shapes, other[1] broadcast into self[1]'s
+ * shape (its gradient is the reduction), a complex alpha on real lists is
+ * refused, so a real one. */
+CASE(c_foreach_add) {
+    p_list(b, 2, rnd(b, IL(2, 3), -1, 1), rnd(b, IL(4), -1, 1), NULL);
+    p_list(b, 2, rnd(b, IL(2, 3), -1, 1), rnd(b, IL(1), -1, 1), NULL);
+    p_scalar(b, kv_scalar_double(-1.5));
+}
+CASE(c_foreach_add_) {
+    p_list(b, 3, rnd(b, IL(3), -1, 1), rnd(b, IL(2, 2), -1, 1), rnd(b, IL(1), -1, 1));
+    p_list(b, 3, rnd(b, IL(3), -1, 1), rnd(b, IL(2), -1, 1), rnd(b, IL(1), -1, 1));
+    p_scalar(b, kv_scalar_int(3));
+}
+CASE(c_foreach_mul) { p_list(b, 2, rnd(b, IL(2, 3), -1, 1), rnd_c(b, IL(3)), NULL); p_scalar(b, kv_scalar_complex(0.5, -2)); }
 
 typedef struct gc_case {
     const char *op;
@@ -317,6 +331,9 @@ static const gc_case k_cases[] = {
     { "masked_fill_.Scalar", c_masked_fill_ },
     { "repeat", c_repeat },
     { "bernoulli.p", c_bernoulli },
+    { "_foreach_add.List", c_foreach_add },
+    { "_foreach_add_.List", c_foreach_add_ },
+    { "_foreach_mul.Scalar", c_foreach_mul },
     { "sum.dim_IntList", c_sum },
     { "sum.dim_IntList", c_sum_all },
     { "mean.dim", c_mean },

@@ -907,6 +907,49 @@ static void test_filters(void **state) {
     kv_filter_free(&f);
 }
 
+/* ---- two Tensor[] lists (the foreach ops) ---- */
+
+/* Expands `text`, expecting an error whose message contains `part`. */
+static void expect_error_part(const char *text, const char *part) {
+    kv_case_list l = { 0 };
+    kv_error_clear();
+    assert_int_not_equal(kv_cases_from_text("t.case", text, &l), KV_OK);
+    if (strstr(kv_last_error_message(), part) == NULL) fail_msg("message '%s' lacks '%s'", kv_last_error_message(), part);
+    kv_case_list_free(&l);
+}
+
+static void test_two_tensor_lists(void **state) {
+    (void)state;
+    /* A '/' splits the lists, always written back; without one the shapes
+     * split in halves, and one shape is one element each. */
+    static const char *const ids[] = {
+        "_foreach_add.List(dtype=f32,shape=[2,3]:[4]/[2,3]:[1])",
+        "_foreach_add.List(dtype=f32,shape=[2,3]:[4]/[5]:[1])",
+        "_foreach_add.List(dtype=f32,shape=[2,3])", /* collapsed: one shape, one element each */
+        "_foreach_add.List(dtype=f32,shape=[2,3]/)",
+        "_foreach_add.List(dtype=f32,shape=/[2,3])",
+        "_foreach_add.List(dtype=f32,shape=[2]:[3]/[4])",
+    };
+    expect_ids("--op=_foreach_add.List --shape=2x3:4/2x3:1,2x3:4:5:1,[2,3],2x3/,/2x3,2:3/4\n", ids, 6);
+    /* Each element keeps its own dtype and layout, first list then second. */
+    kv_case_list l = { 0 };
+    assert_int_equal(kv_cases_from_text("t.case", "--op=_foreach_add_.List --shape=2x3:4/2x3:4 --dtype=f32:i64:f64:f32\n", &l),
+                     KV_OK);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.items[0].ninputs, 4);
+    assert_int_equal(l.items[0].dtypes[1], KV_I64);
+    assert_int_equal(l.items[0].input_arg[1], 0);
+    assert_int_equal(l.items[0].input_arg[2], 1);
+    kv_case_list_free(&l);
+    expect_error_part("--op=_foreach_add.List --shape=2x3:4:5\n",
+                      "3 shapes for the two lists 'self' and 'other': give an even number, or a '/'");
+    expect_error_part("--op=_foreach_add.List --shape=2x3/4/5\n", "a second '/' (at most two Tensor[] lists)");
+    expect_error_part("--op=_foreach_add.List --shape=2x3:/4\n", "empty value for an input");
+    expect_error_part("--op=_foreach_mul.Scalar --shape=2x3/4 --args=scalar=2\n",
+                      "a '/' separates two Tensor[] lists, and the op has one");
+    expect_error_part("--op=add.Tensor --shape=2x3/4\n", "a '/' separates two Tensor[] lists, and the op has none");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cartesian_order_and_count),
@@ -926,6 +969,7 @@ int main(void) {
         cmocka_unit_test(test_repro_round_trip),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_filters),
+        cmocka_unit_test(test_two_tensor_lists),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

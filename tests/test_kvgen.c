@@ -225,7 +225,8 @@ static void test_return_kinds(void **state) {
             "(Tensor, Tensor, Tensor)\n"
             "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)\n"
             "is_nonzero(Tensor self) -> bool\n"
-            "_nothing(Tensor self) -> ()\n",
+            "_nothing(Tensor self) -> ()\n"
+            "_foreach_mul.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]\n",
             &ops);
     assert_int_equal(find_op(&ops, "add.Tensor")->ret_kind, KV_GEN_RET_TENSOR);
     assert_int_equal(find_op(&ops, "add_.Tensor")->ret_kind, KV_GEN_RET_ALIAS);
@@ -244,6 +245,19 @@ static void test_return_kinds(void **state) {
     assert_int_equal(nz->ret_kind, KV_GEN_RET_OUTPARAMS);
     assert_string_equal(nz->outs[0], "out");
     assert_int_equal(find_op(&ops, "_nothing")->ret_kind, KV_GEN_RET_OUTPARAMS);
+    /* A Tensor[] return: a result array as long as the first list. */
+    const kv_gen_op *fe = find_op(&ops, "_foreach_mul.Scalar");
+    assert_int_equal(fe->ret_kind, KV_GEN_RET_TENSOR_LIST);
+    kv_gen_buf fb;
+    kv_gen_buf_init(&fb);
+    kv_gen_emit_decl(fe, &fb);
+    assert_non_null(strstr(kv_gen_buf_str(&fb), "kv_status kv__foreach_mul(kv_tensor_list self, kv_scalar scalar, kv_tensor **out);\n"));
+    kv_gen_buf_free(&fb);
+    kv_gen_buf_init(&fb);
+    kv_gen_emit_wrapper(fe, &fb);
+    assert_non_null(strstr(kv_gen_buf_str(&fb), "gen_list_slots(inline_slots, 2, self.n, \"_foreach_mul.Scalar\")"));
+    assert_non_null(strstr(kv_gen_buf_str(&fb), "rc = gen_take_list(&st, \"_foreach_mul.Scalar\", self.n, out);"));
+    kv_gen_buf_free(&fb);
 
     /* the signatures that follow from those kinds */
     kv_gen_buf b;

@@ -82,6 +82,9 @@ bool kv_cpu_reduce_pred(const kv_op *op, const kv_stack *stack);
 /* out= ops (cpu_out.c): the out= rules around the CPU's tuned functional
  * kernel and copy_. */
 kv_status kv_cpu_out_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
+/* The foreach ops (cpu_foreach.c): the list rules around the CPU's tuned
+ * add kernels and a flat f32/f64 multiply per element. */
+kv_status kv_cpu_foreach_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
 kv_status kv_cpu_reduce_vec_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
 kv_status kv_cpu_reduce_pairwise_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack);
 /* cpu_matmul.c: mm, bmm, addmm */

@@ -87,6 +87,10 @@ static const cpu_variant cpu_variants[] = {
     DIRECT("repeat", repeat), DIRECT("masked_fill.Scalar", masked_fill), DIRECT("masked_fill_.Scalar", masked_fill),
     DIRECT("bernoulli.p", random),
     OUT("add.out"), OUT("mul.out"), OUT("mm.out"), OUT("cat.out"), OUT("sum.IntList_out"), OUT("clamp.out"),
+    /* foreach: every call is compatible (each element's add variant is chosen per element) */
+    { "_foreach_add.List", "elementwise", kv_cpu_foreach_kernel, NULL, NULL },
+    { "_foreach_add_.List", "elementwise", kv_cpu_foreach_kernel, NULL, NULL },
+    { "_foreach_mul.Scalar", "elementwise", kv_cpu_foreach_kernel, NULL, NULL },
 };
 
 kv_status kv_cpu_variants_register(void) {

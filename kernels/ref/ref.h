@@ -144,6 +144,35 @@ kv_ref_val kv_ref_val_of_scalar(kv_scalar s, kv_dtype compute);
 kv_status kv_ref_ewise_run(const char *op, const kv_ref_ewise_fns *fns, const void *ctx,
                            kv_dtype compute, kv_tensor *out, kv_tensor *const *inputs, int nin);
 
+/* ---- pieces of the binary references the foreach ops share (ref_binary.c) ---- */
+/* Every check add_.Tensor makes before writing self, with op's name in
+ * the messages; writes nothing. */
+kv_status kv_ref_add_check_inplace(const char *op, kv_tensor *self, kv_tensor *other, kv_scalar alpha);
+/* self * scalar with PyTorch's wrapped-number promotion (a new tensor, or
+ * NULL + error). */
+kv_tensor *kv_ref_mul_scalar(const char *op, kv_tensor *self, kv_scalar scalar);
+
+/* The foreach ops (ref_foreach.c) over element kernels: the list rules
+ * (non-empty, equal lengths), add_'s refusals checked on every element
+ * before any is written, errors naming the element, one return per
+ * element. The reference kernels pass the reference elements; a variant
+ * passes its own (kernels/cpu/cpu_foreach.c). */
+typedef struct kv_ref_foreach_impl {
+    /* add.Tensor (or add_.Tensor when inplace) on the three slots self,
+     * other, alpha; leaves one tensor on the stack */
+    kv_status (*add)(bool inplace, kv_stack *one, const void *ctx);
+    /* self * scalar, the scalar a wrapped number: a new tensor, or NULL +
+     * error */
+    kv_tensor *(*mul_scalar)(kv_tensor *self, kv_scalar scalar, const void *ctx);
+    const void *ctx;
+} kv_ref_foreach_impl;
+kv_status kv_ref_foreach_run(const kv_op *op, kv_stack *stack, const kv_ref_foreach_impl *impl);
+/* The per-tensor op element i of a foreach op's result is ("add.Tensor"
+ * for _foreach_add.List, "add_.Tensor", "mul.Tensor"), or NULL for any
+ * other op (ref_foreach.c): the tolerance and golden rules that follow
+ * from it apply per element. */
+const char *kv_ref_foreach_element_op(const char *op);
+
 /* Registers every reference kernel for the CPU key (ref_register.c). */
 kv_status kv_ref_register_all(void);
 /* The reference kernel of built-in op `id` (kv_op_builtin_id), or NULL. */

@@ -207,10 +207,11 @@ static kv_status ref_check_operand_dtypes(const ref_binary_spec *s, const kv_ten
     return KV_OK;
 }
 
-static kv_status ref_binary(const ref_binary_spec *s, kv_stack *stack) {
-    kv_tensor *self = kv_arg_tensor(stack, 0);
-    kv_tensor *other = kv_arg_tensor(stack, 1);
-    const kv_scalar alpha = s->has_alpha ? kv_arg_scalar(stack, 2) : kv_scalar_int(1);
+/* Every check of a binary op before it writes: devices, operand dtypes,
+ * the result dtype, alpha, broadcasting and (in-place) self's dtype and
+ * shape. Gives the result dtype, shape and alpha as a value. */
+static kv_status ref_binary_prepare(const ref_binary_spec *s, kv_tensor *self, kv_tensor *other, kv_scalar alpha,
+                                    kv_dtype *dt_out, int64_t *sizes, int *ndim, kv_ref_val *alpha_out) {
     kv_status st;
     if ((st = kv_ref_check_cpu(s->op, "self", self)) != KV_OK) return st;
     if ((st = kv_ref_check_cpu(s->op, "other", other)) != KV_OK) return st;
@@ -221,14 +222,26 @@ static kv_status ref_binary(const ref_binary_spec *s, kv_stack *stack) {
     kv_dtype dt = kv_result_type((const kv_tensor *const *)operands, 2, NULL, 0);
     if (s->kind == REF_DIV && kv_dtype_is_integral(dt, true)) dt = KV_F32; /* true division */
     if (s->has_alpha && (st = ref_check_alpha(s->op, dt, alpha)) != KV_OK) return st;
+    if ((st = kv_ref_broadcast_shape(s->op, operands, names, 2, sizes, ndim)) != KV_OK) return st;
+    if (s->inplace && (st = kv_ref_check_inplace(s->op, self, dt, sizes, *ndim)) != KV_OK) return st;
+    *dt_out = dt;
+    *alpha_out = kv_ref_val_of_scalar(alpha, dt);
+    return KV_OK;
+}
 
+static kv_status ref_binary(const ref_binary_spec *s, kv_stack *stack) {
+    kv_tensor *self = kv_arg_tensor(stack, 0);
+    kv_tensor *other = kv_arg_tensor(stack, 1);
+    const kv_scalar alpha = s->has_alpha ? kv_arg_scalar(stack, 2) : kv_scalar_int(1);
+    kv_status st;
     int64_t sizes[KV_MAX_DIMS];
     int ndim = 0;
-    if ((st = kv_ref_broadcast_shape(s->op, operands, names, 2, sizes, &ndim)) != KV_OK) return st;
-    const kv_ref_val a = kv_ref_val_of_scalar(alpha, dt);
+    kv_dtype dt;
+    kv_ref_val a;
+    if ((st = ref_binary_prepare(s, self, other, alpha, &dt, sizes, &ndim, &a)) != KV_OK) return st;
+    kv_tensor *const operands[2] = { self, other };
 
     if (s->inplace) {
-        if ((st = kv_ref_check_inplace(s->op, self, dt, sizes, ndim)) != KV_OK) return st;
         if ((st = kv_ref_ewise_run(s->op, s->fns, &a, dt, self, operands, 2)) != KV_OK) return st;
         kv_tensor_bump_version(self);
         kv_tensor_retain(self);
@@ -243,6 +256,48 @@ static kv_status ref_binary(const ref_binary_spec *s, kv_stack *stack) {
     }
     kv_stack_return_tensor(stack, out);
     return KV_OK;
+}
+
+kv_status kv_ref_add_check_inplace(const char *op, kv_tensor *self, kv_tensor *other, kv_scalar alpha) {
+    const ref_binary_spec spec = { op, REF_ADD, &fns_add, true, true };
+    int64_t sizes[KV_MAX_DIMS];
+    int ndim = 0;
+    kv_dtype dt;
+    kv_ref_val a;
+    return ref_binary_prepare(&spec, self, other, alpha, &dt, sizes, &ndim, &a);
+}
+
+/* self * scalar, the scalar a wrapped number (PyTorch's mul with a Python
+ * number): it joins the result type as a scalar and is rounded like alpha
+ * (kv_ref_val_of_scalar), then each element is one multiplication, as in
+ * mul_i/mul_r/mul_c. */
+static kv_ref_val mul_scalar_i(const kv_ref_val *x, const void *ctx) {
+    const kv_ref_val *c = ctx;
+    return kv_ref_val_int((int64_t)(ref_u(x[0].i) * ref_u(c->i)));
+}
+static kv_ref_val mul_scalar_r(const kv_ref_val *x, const void *ctx) {
+    const kv_ref_val *c = ctx;
+    return kv_ref_val_real(x[0].re * c->re);
+}
+static kv_ref_val mul_scalar_c(const kv_ref_val *x, const void *ctx) {
+    const kv_ref_val *c = ctx;
+    return kv_ref_val_complex(x[0].re * c->re - x[0].im * c->im, x[0].re * c->im + x[0].im * c->re);
+}
+static const kv_ref_ewise_fns fns_mul_scalar = { mul_scalar_i, mul_scalar_r, mul_scalar_c };
+
+kv_tensor *kv_ref_mul_scalar(const char *op, kv_tensor *self, kv_scalar scalar) {
+    if (kv_ref_check_cpu(op, "self", self) != KV_OK) return NULL;
+    const kv_tensor *const tensors[1] = { self };
+    const kv_dtype dt = kv_result_type(tensors, 1, &scalar, 1);
+    const kv_ref_val c = kv_ref_val_of_scalar(scalar, dt);
+    kv_tensor *out = kv_ref_new_output(self->sizes, self->ndim, dt);
+    if (out == NULL) return NULL;
+    kv_tensor *const inputs[1] = { self };
+    if (kv_ref_ewise_run(op, &fns_mul_scalar, &c, dt, out, inputs, 1) != KV_OK) {
+        kv_tensor_release(out);
+        return NULL;
+    }
+    return out;
 }
 
 #define REF_BINARY_KERNEL(cname, opname, kind, fns, alpha, inplace)                 \

@@ -115,5 +115,8 @@ KV_REF_KERNEL(bernoulli); /* bernoulli.p */
 /* out= overloads: one kernel for all of them (kernels/ref/ref_out.c), the
  * functional twin's reference plus PyTorch's out= rules */
 KV_REF_KERNEL(out); /* add.out, mul.out, mm.out, cat.out, sum.IntList_out, clamp.out */
+KV_REF_KERNEL(_foreach_add); /* _foreach_add.List */
+KV_REF_KERNEL(_foreach_add_); /* _foreach_add_.List */
+KV_REF_KERNEL(_foreach_mul); /* _foreach_mul.Scalar */
 
 #endif

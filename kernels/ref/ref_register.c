@@ -105,6 +105,9 @@ static kv_kernel_fn ref_kernel_for(kv_op_id id) {
     case KV_OP_CAT_OUT:
     case KV_OP_SUM_INTLIST_OUT:
     case KV_OP_CLAMP_OUT: return kv_ref_out;
+    case KV_OP__FOREACH_ADD_LIST: return kv_ref__foreach_add;
+    case KV_OP__FOREACH_ADD__LIST: return kv_ref__foreach_add_;
+    case KV_OP__FOREACH_MUL_SCALAR: return kv_ref__foreach_mul;
     case KV_OP_COUNT: break;
     }
     return NULL;

@@ -169,7 +169,7 @@ static kv_tensor *sim_from_host(sim_call *c, kv_tensor *r) {
 /* Maps every return of the CPU stack onto `stack`. */
 static kv_status sim_returns(sim_call *c, const kv_op *op, kv_stack *cpu, kv_stack *stack) {
     const kv_host_api *h = kv_sim_host;
-    kv_tensor *outs[KV_SCHEMA_MAX_RETURNS + 4];
+    kv_tensor *outs[KV_STACK_MAX]; /* a foreach op: one return per list element */
     int nout = 0;
     kv_status st = KV_OK;
     bool is_bool = false, b = false;
@@ -191,6 +191,8 @@ static kv_status sim_returns(sim_call *c, const kv_op *op, kv_stack *cpu, kv_sta
         if (o == NULL) st = h->last_error();
         else outs[nout++] = o;
     }
+    if (st == KV_OK && nout > stack->cap)
+        st = h->error(KV_ERR_INVALID_ARG, "%s: sim: %d returns for a stack of %d", h->op_name(op), nout, stack->cap);
     if (st != KV_OK) {
         for (int i = 0; i < nout; i++) h->tensor_release(outs[i]);
         return st;

@@ -178,7 +178,9 @@ kv_status kv_backend_stage_reference(const kv_op *op, kv_keyset ks, kv_stack *st
     if (st == KV_OK) st = kv_backend_call_reference(op, &cpu);
     if (st == KV_OK) {
         st = stage_write_back(&c);
-        kv_tensor *outs[KV_SCHEMA_MAX_RETURNS + 4];
+        /* A foreach op returns one tensor per list element: as many as
+         * the host stack held. */
+        kv_tensor *outs[KV_STACK_MAX];
         int nout = 0;
         bool is_bool = false, b = false;
         for (int i = 0; i < cpu.size; i++) {
@@ -197,6 +199,9 @@ kv_status kv_backend_stage_reference(const kv_op *op, kv_keyset ks, kv_stack *st
                 else outs[nout++] = o;
             }
         }
+        if (st == KV_OK && nout > stack->cap)
+            st = kv_error(KV_ERR_INVALID_ARG, "%s: staging: %d returns for a stack of %d", kv_op_name(op), nout,
+                          stack->cap);
         if (st != KV_OK) {
             for (int i = 0; i < nout; i++) kv_tensor_release(outs[i]);
         } else if (is_bool && nout == 0) {

@@ -59,6 +59,18 @@ static bool input_was_accel(const kv_accel_box *b, int slot, int index) {
     return false;
 }
 
+/* Output k of the call: return k, or for an op that returns nothing but
+ * writes a Tensor(a!)[] (in-place foreach) the caller's element k, whose
+ * history is the node's output k. NULL when there is none. */
+static kv_tensor *output_of(const kv_accel_box *b, int k) {
+    if (k < b->nreturns) return b->returns[k].tag == KV_IV_TENSOR ? b->returns[k].v.tensor : NULL;
+    const kv_schema *s = kv_op_schema(b->op);
+    const int l = s->nreturns == 0 ? kv_schema_mutable_list_arg(s) : -1;
+    if (l < 0 || l >= b->caller->size || b->caller->slots[l].tag != KV_IV_TENSOR_LIST) return NULL;
+    const kv_tensor_list list = b->caller->slots[l].v.tensors;
+    return k < list.n ? list.items[k] : NULL;
+}
+
 /* The op's own node: only what was boxed or re-tagged moves. */
 static void retag_op_node(kv_ag_node *n, const kv_accel_box *b) {
     const kv_key target = b->target;
@@ -72,12 +84,11 @@ static void retag_op_node(kv_ag_node *n, const kv_accel_box *b) {
         }
         if (input_was_accel(b, s, 0)) retag_saved(&n->saved_args[s], target);
     }
-    for (int k = 0; k < n->noutputs && k < KV_SCHEMA_MAX_RETURNS; k++) {
-        bool accel = k < b->nreturns && b->returns[k].tag == KV_IV_TENSOR &&
-                     b->returns[k].v.tensor->device.type == KV_DEVICE_ACCEL;
-        if (!accel) continue;
+    for (int k = 0; k < n->noutputs; k++) {
+        const kv_tensor *out = output_of(b, k);
+        if (out == NULL || out->device.type != KV_DEVICE_ACCEL) continue;
         retag_meta(&n->out_meta[k], target);
-        retag_saved(&n->saved_results[k], target);
+        if (k < KV_SCHEMA_MAX_RETURNS) retag_saved(&n->saved_results[k], target);
     }
     retag_meta(&n->view, target);
 }
@@ -86,9 +97,9 @@ static void retag_op_node(kv_ag_node *n, const kv_accel_box *b) {
  * everything it recorded on the target came from boxed tensors. */
 static void retag_inner_node(kv_ag_node *n, kv_key target) {
     for (int i = 0; i < n->ninputs; i++) retag_meta(&n->in_meta[i], target);
-    for (int k = 0; k < n->noutputs && k < KV_SCHEMA_MAX_RETURNS; k++) {
+    for (int k = 0; k < n->noutputs; k++) {
         retag_meta(&n->out_meta[k], target);
-        retag_saved(&n->saved_results[k], target);
+        if (k < KV_SCHEMA_MAX_RETURNS) retag_saved(&n->saved_results[k], target);
     }
     for (int s = 0; s < n->nargs && s < KV_SCHEMA_MAX_ARGS; s++) retag_saved(&n->saved_args[s], target);
     retag_meta(&n->view, target);
@@ -158,10 +169,10 @@ static void unalias_base(kv_accel_box *b, struct kv_autograd_meta *m) {
 void kv_accel_history_retag(kv_accel_box *b) {
     if (!b->history_live) return;
     node_list todo = { NULL, 0, 0, false }, seen = { NULL, 0, 0, false }, roots = { NULL, 0, 0, false };
-    for (int k = 0; k < b->nreturns; k++) {
-        if (b->returns[k].tag != KV_IV_TENSOR) continue;
-        kv_tensor *t = b->returns[k].v.tensor;
-        if (t->autograd == NULL) continue;
+    for (int k = 0;; k++) {
+        kv_tensor *t = output_of(b, k);
+        if (t == NULL && k >= b->nreturns) break; /* past the returns and the written list */
+        if (t == NULL || t->autograd == NULL) continue;
         unalias_base(b, t->autograd);
         list_push(&roots, t->autograd->grad_fn);
         list_push(&todo, t->autograd->grad_fn);

@@ -132,6 +132,7 @@ bool kv_accel_box_begin(kv_accel_box *b, const kv_op *op, kv_keyset ks, kv_stack
     b->history_live = false;
     b->history_inputs = 0;
     b->nreturns = 0;
+    b->list_returns = -1;
     b->device_not_accel = false;
     b->list_inline_used = false;
     b->boxed_any = false;
@@ -251,6 +252,14 @@ kv_status kv_accel_box_list(kv_accel_box *b, int slot) {
     }
     v->v.tensors = (kv_tensor_list){ items, list.n };
     return KV_OK;
+}
+
+kv_status kv_accel_box_mutable_list(kv_accel_box *b, int slot) {
+    if (b->st != KV_OK) return b->st;
+    /* Every element's alias is owned with this slot (box_one), so the
+     * mask makes propagate_history hand each element its new record. */
+    b->mutable_mask |= 1u << slot;
+    return kv_accel_box_list(b, slot);
 }
 
 kv_status kv_accel_box_device(kv_accel_box *b, int slot) {
@@ -437,6 +446,30 @@ kv_status kv_accel_unbox_out(kv_accel_box *b, int ret, int slot) {
     return kv_accel_unbox_alias(b, ret, slot);
 }
 
+/* The length of the schema's first Tensor[] argument on the caller's
+ * stack: how many elements a Tensor[] return has. */
+static int first_list_length(const kv_accel_box *b) {
+    const kv_schema *s = kv_op_schema(b->op);
+    for (int i = 0; i < s->nargs && i < b->caller->size; i++)
+        if (s->args[i].type.kind == KV_TYPE_TENSOR && s->args[i].type.is_list)
+            return b->caller->slots[i].tag == KV_IV_TENSOR_LIST ? b->caller->slots[i].v.tensors.n : -1;
+    return -1;
+}
+
+kv_status kv_accel_unbox_list(kv_accel_box *b, int first) {
+    if (b->st != KV_OK) return b->st;
+    const int n = first_list_length(b);
+    if (!b->ran || n < 0 || b->stack.size != first + n)
+        return kv_accel_box_fail(b, kv_accel_returns_error(b->op, b->stack.size, first + (n > 0 ? n : 0)));
+    for (int k = first; k < first + n; k++)
+        if (kv_accel_unbox_tensor(b, k) != KV_OK) return b->st;
+    /* An empty list makes no return slot: the count still says one was
+     * unboxed (box_end compares counts). */
+    b->list_returns = first + n;
+    if (b->nreturns < first + n) b->nreturns = first + n;
+    return KV_OK;
+}
+
 kv_status kv_accel_unbox_value(kv_accel_box *b, int ret) {
     if (check_return(b, ret, KV_IV_NONE) != KV_OK) return b->st;
     b->returns[ret] = b->stack.slots[ret];
@@ -447,9 +480,10 @@ kv_status kv_accel_unbox_value(kv_accel_box *b, int ret) {
 kv_status kv_accel_box_end(kv_accel_box *b, kv_status st) {
     if (st == KV_OK) st = b->st;
     const kv_schema *s = kv_op_schema(b->op);
-    if (st == KV_OK && (b->nreturns != s->nreturns || b->caller->cap < s->nreturns))
+    const int want = b->list_returns >= 0 ? b->list_returns : s->nreturns;
+    if (st == KV_OK && (b->nreturns != want || b->caller->cap < want))
         st = kv_error(KV_ERR_INTERNAL, "%s: boxing unboxed %d of the schema's %d returns (caller stack capacity %d)",
-                      s->full_name, b->nreturns, s->nreturns, b->caller->cap);
+                      s->full_name, b->nreturns, want, b->caller->cap);
     if (b->ran) kv_stack_clear_returns(&b->stack); /* whatever was not taken */
     for (int i = 0; i < b->nshadows; i++) {
         if (atomic_load_explicit(&b->shadows[i].refcount, memory_order_relaxed) != 1 && st == KV_OK)
@@ -484,7 +518,8 @@ static kv_status box_arguments(kv_accel_box *b, const kv_schema *s) {
     kv_status st = KV_OK;
     for (int i = 0; i < s->nargs && st == KV_OK; i++) {
         const kv_arg *a = &s->args[i];
-        if (a->type.kind == KV_TYPE_TENSOR && a->type.is_list) st = kv_accel_box_list(b, i);
+        if (a->type.kind == KV_TYPE_TENSOR && a->type.is_list && a->alias.is_write) st = kv_accel_box_mutable_list(b, i);
+        else if (a->type.kind == KV_TYPE_TENSOR && a->type.is_list) st = kv_accel_box_list(b, i);
         else if (a->type.kind == KV_TYPE_TENSOR && a->alias.is_write) st = kv_accel_box_mutable(b, i);
         else if (a->type.kind == KV_TYPE_TENSOR && a->type.optional) st = kv_accel_box_optional(b, i);
         else if (a->type.kind == KV_TYPE_TENSOR) st = kv_accel_box_tensor(b, i);
@@ -497,7 +532,8 @@ static kv_status unbox_returns(kv_accel_box *b, const kv_schema *s, kv_status st
     for (int k = 0; k < s->nreturns && st == KV_OK; k++) {
         const kv_arg *r = &s->returns[k];
         int src = r->type.kind == KV_TYPE_TENSOR && !r->type.is_list ? aliased_arg(s, r) : -1;
-        if (src >= 0 && kv_schema_is_out(s)) st = kv_accel_unbox_out(b, k, src);
+        if (r->type.kind == KV_TYPE_TENSOR && r->type.is_list) st = kv_accel_unbox_list(b, k);
+        else if (src >= 0 && kv_schema_is_out(s)) st = kv_accel_unbox_out(b, k, src);
         else if (src >= 0) st = kv_accel_unbox_alias(b, k, src);
         else if (r->type.kind == KV_TYPE_TENSOR && !r->type.is_list) st = kv_accel_unbox_tensor(b, k);
         else st = kv_accel_unbox_value(b, k);

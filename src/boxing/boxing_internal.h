@@ -79,6 +79,9 @@ typedef struct kv_accel_box {
     uint32_t mutable_mask;   /* bit i: slot i is an in-place or out= argument */
     uint32_t list_heap_mask; /* bit i: list_heap[i] holds a heap array */
     int nreturns;
+    /* The returns a Tensor[] return made (kv_accel_unbox_list), -1 when
+     * the schema's count applies. */
+    int list_returns;
     int compact_slot;
     int compact_n;
     int history_inputs;
@@ -146,6 +149,10 @@ kv_status kv_accel_box_mutable(kv_accel_box *b, int slot);
 kv_status kv_accel_box_optional(kv_accel_box *b, int slot);
 /* A Tensor[] argument: every element boxed. */
 kv_status kv_accel_box_list(kv_accel_box *b, int slot);
+/* A Tensor(a!)[] argument (the in-place foreach ops): every element boxed
+ * as a mutable argument, so an autograd record the op gives an element
+ * reaches the caller's tensor. */
+kv_status kv_accel_box_mutable_list(kv_accel_box *b, int slot);
 /* A Device / Device? argument: accel becomes the target device; any
  * other device stays and its returns are not re-tagged. */
 kv_status kv_accel_box_device(kv_accel_box *b, int slot);
@@ -199,6 +206,10 @@ kv_status kv_accel_unbox_alias(kv_accel_box *b, int ret, int slot);
  * target (PyTorch's resize_output), so the caller's tensor first takes
  * the shape of its boxed stand-in. */
 kv_status kv_accel_unbox_out(kv_accel_box *b, int ret, int slot);
+/* A Tensor[] return (foreach): the stack holds one tensor per element of
+ * the op's first Tensor[] argument from return `first` on; each is
+ * unboxed as kv_accel_unbox_tensor does. */
+kv_status kv_accel_unbox_list(kv_accel_box *b, int first);
 /* A non-tensor return, copied as is. */
 kv_status kv_accel_unbox_value(kv_accel_box *b, int ret);
 /* Releases everything boxing made; on st == KV_OK moves the returns to the

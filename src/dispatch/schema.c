@@ -765,6 +765,33 @@ bool kv_schema_is_factory(const kv_schema *s) {
     return true;
 }
 
+int kv_schema_first_list_arg(const kv_schema *s) {
+    for (int i = 0; i < s->nargs; i++)
+        if (s->args[i].type.kind == KV_TYPE_TENSOR && s->args[i].type.is_list) return i;
+    return -1;
+}
+
+bool kv_schema_returns_list(const kv_schema *s) {
+    for (int r = 0; r < s->nreturns; r++)
+        if (s->returns[r].type.kind == KV_TYPE_TENSOR && s->returns[r].type.is_list) return true;
+    return false;
+}
+
+int kv_schema_return_count(const kv_schema *s, const kv_stack *args) {
+    if (!kv_schema_returns_list(s)) return s->nreturns;
+    const int l = kv_schema_first_list_arg(s);
+    if (l < 0 || args == NULL || l >= args->size || args->slots[l].tag != KV_IV_TENSOR_LIST) return -1;
+    /* PyTorch's foreach ops: one result per element of the first list,
+     * in place of the one Tensor[] return (the only return they have). */
+    return s->nreturns - 1 + args->slots[l].v.tensors.n;
+}
+
+int kv_schema_mutable_list_arg(const kv_schema *s) {
+    for (int i = 0; i < s->nargs; i++)
+        if (s->args[i].type.kind == KV_TYPE_TENSOR && s->args[i].type.is_list && s->args[i].alias.is_write) return i;
+    return -1;
+}
+
 int kv_schema_arg_index(const kv_schema *s, const char *name) {
     if (s == NULL || name == NULL) return -1;
     for (int i = 0; i < s->nargs; i++)

@@ -437,10 +437,24 @@ static kv_status op_eval(void *vctx, kv_tensor *const *xs, int n, kv_tensor **ou
         if (c->in_index[i] >= 0) lists[a][c->in_index[i]] = xs[i];
         else slots[a].v.tensor = xs[i];
     }
-    /* An in-place op writes a clone (a non-leaf), never the inputs. */
+    /* An in-place op writes a clone (a non-leaf), never the inputs; an
+     * in-place foreach op a clone of each element (owned by `lists`,
+     * released with the clones after the call). */
+    int written = -1;
     for (int a = 0; a < s->nargs && st == KV_OK; a++) {
-        if (s->args[a].type.kind != KV_TYPE_TENSOR || !s->args[a].alias.is_write || slots[a].tag != KV_IV_TENSOR)
+        if (s->args[a].type.kind != KV_TYPE_TENSOR || !s->args[a].alias.is_write) continue;
+        if (slots[a].tag == KV_IV_TENSOR_LIST && lists[a] != NULL) {
+            written = a;
+            for (int e = 0; e < slots[a].v.tensors.n; e++) {
+                /* After a failure the rest become NULL: the release below
+                 * must meet only clones. */
+                kv_tensor *cl = st == KV_OK ? kv_clone(lists[a][e], NULL) : NULL;
+                if (cl == NULL && st == KV_OK) st = kv_last_error();
+                lists[a][e] = cl;
+            }
             continue;
+        }
+        if (slots[a].tag != KV_IV_TENSOR) continue;
         clones[a] = kv_clone(slots[a].v.tensor, NULL);
         if (clones[a] == NULL) st = kv_last_error();
         else slots[a].v.tensor = clones[a];
@@ -458,10 +472,17 @@ static kv_status op_eval(void *vctx, kv_tensor *const *xs, int n, kv_tensor **ou
                 }
                 outs[(*nout)++] = stack.slots[k].v.tensor;
             }
+            /* An op that returns nothing: its outputs are the elements it wrote. */
+            for (int e = 0; written >= 0 && s->nreturns == 0 && e < slots[written].v.tensors.n; e++) {
+                if (*nout == KV_GRADCHECK_MAX_OUTPUTS) break;
+                kv_tensor_retain(lists[written][e]);
+                outs[(*nout)++] = lists[written][e];
+            }
         }
     }
     for (int a = 0; a < s->nargs; a++) {
         kv_tensor_release(clones[a]);
+        for (int e = 0; a == written && e < slots[a].v.tensors.n; e++) kv_tensor_release(lists[a][e]);
         free(lists[a]);
     }
     return st;

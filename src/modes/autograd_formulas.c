@@ -43,6 +43,10 @@ const kv_ag_formula kv_ag_formulas[] = {
     { "where.self", "WhereBackward0", kv_ag_f_where, B(0), 0, 0 },
     { "masked_fill.Scalar", "MaskedFillBackward0", kv_ag_f_masked_fill, B(1), 0, 0 },
     { "masked_fill_.Scalar", "MaskedFillBackward0", kv_ag_f_masked_fill, B(1), 0, 0 },
+    /* foreach: one node per call, one output per list element */
+    { "_foreach_add.List", "ForeachAddBackward0List", kv_ag_f_foreach_add, 0, 0, 0 },
+    { "_foreach_add_.List", "ForeachAddBackward0List", kv_ag_f_foreach_add, 0, 0, 0 },
+    { "_foreach_mul.Scalar", "ForeachMulBackward0Scalar", kv_ag_f_foreach_mul_scalar, 0, 0, 0 },
     /* reductions */
     { "sum.dim_IntList", "SumBackward1", kv_ag_f_sum, 0, 0, 0 },
     { "mean.dim", "MeanBackward1", kv_ag_f_mean, 0, 0, 0 },

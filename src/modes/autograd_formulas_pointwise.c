@@ -30,6 +30,30 @@ static kv_status add_sub(kv_ag_fctx *c, bool subtract) {
 }
 
 kv_status kv_ag_f_add(kv_ag_fctx *c) { return add_sub(c, false); }
+
+/* _foreach_add.List / _foreach_add_.List (self[], other[], alpha): per
+ * element add's: self[i] gets grad[i], other[i] grad[i] * conj(alpha)
+ * (each reduced to its input's shape by the engine, as for add). */
+kv_status kv_ag_f_foreach_add(kv_ag_fctx *c) {
+    const kv_scalar alpha = kv_ag_arg(c, 2)->v.scalar;
+    for (int i = 0; i < c->node->noutputs; i++) {
+        kv_tensor *g = kv_ag_grad(c, i);
+        if (g == NULL) continue;
+        kv_ag_set_at(c, 0, i, g);
+        if (kv_ag_needs_at(c, 1, i)) kv_ag_set_at(c, 1, i, kv_ag_scale_scalar(c, g, alpha, true));
+    }
+    return KV_OK;
+}
+
+/* _foreach_mul.Scalar (self[], scalar): self[i] gets grad[i] * conj(scalar). */
+kv_status kv_ag_f_foreach_mul_scalar(kv_ag_fctx *c) {
+    const kv_scalar scalar = kv_ag_arg(c, 1)->v.scalar;
+    for (int i = 0; i < c->node->noutputs; i++) {
+        kv_tensor *g = kv_ag_grad(c, i);
+        if (g != NULL && kv_ag_needs_at(c, 0, i)) kv_ag_set_at(c, 0, i, kv_ag_scale_scalar(c, g, scalar, true));
+    }
+    return KV_OK;
+}
 kv_status kv_ag_f_sub(kv_ag_fctx *c) { return add_sub(c, true); }
 
 /* mul.Tensor / mul_.Tensor: d(a*b) = grad*conj(b), grad*conj(a). For

@@ -20,10 +20,12 @@ kv_ag_node *kv_ag_node_new(const char *name, kv_ag_formula_fn fn, int ninputs, i
     n->edges = calloc(cnt, sizeof *n->edges);
     n->in_meta = calloc(cnt, sizeof *n->in_meta);
     n->needs = calloc(cnt, sizeof *n->needs);
-    if (n->edges == NULL || n->in_meta == NULL || n->needs == NULL) {
+    n->out_meta = calloc(noutputs > 0 ? (size_t)noutputs : 1, sizeof *n->out_meta);
+    if (n->edges == NULL || n->in_meta == NULL || n->needs == NULL || n->out_meta == NULL) {
         free(n->edges);
         free(n->in_meta);
         free(n->needs);
+        free(n->out_meta);
         free(n);
         goto oom;
     }
@@ -85,6 +87,7 @@ void kv_ag_node_release(kv_ag_node *n) {
         free(x->edges);
         free(x->in_meta);
         free(x->needs);
+        free(x->out_meta);
         free(x);
     }
 }

@@ -97,7 +97,9 @@ struct kv_ag_node {
     int in_first[KV_SCHEMA_MAX_ARGS];/* by stack slot; -1 for non-tensor slots */
     int in_count[KV_SCHEMA_MAX_ARGS];
     int noutputs;
-    kv_ag_tmeta out_meta[KV_SCHEMA_MAX_RETURNS];
+    /* [noutputs]: a foreach op has one output per list element, past
+     * the schema's return count */
+    kv_ag_tmeta *out_meta;
     /* the op's non-tensor arguments, deep-copied (tensor slots are NONE) */
     int nargs;
     kv_ivalue args[KV_SCHEMA_MAX_ARGS];
@@ -233,6 +235,8 @@ kv_status kv_ag_reduced_dims(const kv_int_list *dims, int ndim, const char *op, 
 /* ---- formula groups (autograd_formulas_*.c) ---- */
 /* pointwise */
 kv_status kv_ag_f_add(kv_ag_fctx *c);
+kv_status kv_ag_f_foreach_add(kv_ag_fctx *c);
+kv_status kv_ag_f_foreach_mul_scalar(kv_ag_fctx *c);
 kv_status kv_ag_f_sub(kv_ag_fctx *c);
 kv_status kv_ag_f_mul(kv_ag_fctx *c);
 kv_status kv_ag_f_div(kv_ag_fctx *c);

@@ -88,7 +88,8 @@ static bool is_input(const ag_inputs *in, const kv_tensor *t) {
  * key a view kernel copies from its input, so they dispatch like any
  * other tensor that does not require grad. */
 static void strip_outputs(const kv_schema *s, const ag_inputs *in, kv_stack *stack) {
-    for (int k = 0; k < stack->size && k < s->nreturns; k++) {
+    const int nout = kv_schema_returns_list(s) ? stack->size : s->nreturns; /* a Tensor[]: one per element */
+    for (int k = 0; k < stack->size && k < nout; k++) {
         if (stack->slots[k].tag != KV_IV_TENSOR) continue;
         kv_tensor *out = stack->slots[k].v.tensor;
         if (out && !is_input(in, out) && !kv_ag_requires_grad(out))
@@ -96,24 +97,54 @@ static void strip_outputs(const kv_schema *s, const ag_inputs *in, kv_stack *sta
     }
 }
 
+static kv_status check_mutable_one(const kv_op *op, const kv_arg *a, const kv_tensor *t) {
+    if (kv_ag_requires_grad(t) && kv_tensor_is_leaf(t))
+        return kv_error(KV_ERR_INVALID_ARG,
+                        "%s: argument '%s': a leaf Variable that requires grad is being used in an in-place "
+                        "operation.",
+                        kv_op_name(op), a->name);
+    kv_tensor *base = t->autograd ? t->autograd->base : NULL;
+    if (base && kv_ag_requires_grad(base) && kv_tensor_is_leaf(base))
+        return kv_error(KV_ERR_INVALID_ARG,
+                        "%s: argument '%s': a view of a leaf Variable that requires grad is being used in an "
+                        "in-place operation.",
+                        kv_op_name(op), a->name);
+    return KV_OK;
+}
+
 static kv_status check_mutable(const kv_op *op, const kv_schema *s, const ag_inputs *in) {
     for (int i = 0; i < s->nargs; i++) {
         if (!is_tensor_arg(&s->args[i]) || !s->args[i].alias.is_write) continue;
-        kv_tensor *t = in->slot_tensor[i];
-        if (t == NULL) continue;
-        if (kv_ag_requires_grad(t) && kv_tensor_is_leaf(t))
-            return kv_error(KV_ERR_INVALID_ARG,
-                            "%s: argument '%s': a leaf Variable that requires grad is being used in an in-place "
-                            "operation.",
-                            kv_op_name(op), s->args[i].name);
-        kv_tensor *base = t->autograd ? t->autograd->base : NULL;
-        if (base && kv_ag_requires_grad(base) && kv_tensor_is_leaf(base))
-            return kv_error(KV_ERR_INVALID_ARG,
-                            "%s: argument '%s': a view of a leaf Variable that requires grad is being used in an "
-                            "in-place operation.",
-                            kv_op_name(op), s->args[i].name);
+        /* A Tensor(a!)[] (in-place foreach): every element is written. */
+        const int n = s->args[i].type.is_list ? in->count[i] : 1;
+        for (int e = 0; e < n; e++) {
+            kv_tensor *t = s->args[i].type.is_list ? in->t[in->first[i] + e] : in->slot_tensor[i];
+            if (t == NULL) continue;
+            kv_status st = check_mutable_one(op, &s->args[i], t);
+            if (st != KV_OK) return st;
+            /* CopySlices wraps a node whose input 0 is the one written
+             * tensor; a list element that is a view would need one per
+             * element. Refused before anything is written, rather than
+             * recorded with a wrong graph. */
+            if (s->args[i].type.is_list && t->autograd && t->autograd->base)
+                return kv_error(KV_ERR_INVALID_ARG,
+                                "%s: argument '%s': element %d is a view recorded by autograd; kvsuite does not "
+                                "record an in-place foreach op on views (clone the element first)",
+                                kv_op_name(op), s->args[i].name, e);
+        }
     }
     return KV_OK;
+}
+
+/* The outputs a call makes: the schema's returns, one per element for a
+ * Tensor[] return (foreach), and for an op that returns nothing but
+ * writes a Tensor(a!)[] (in-place foreach) one per written element, each
+ * element's history rebased onto that output. */
+static int node_outputs(const kv_schema *s, const kv_stack *stack, const ag_inputs *in) {
+    const int l = s->nreturns == 0 ? kv_schema_mutable_list_arg(s) : -1;
+    if (l >= 0) return in->count[l];
+    const int n = kv_schema_return_count(s, stack);
+    return n >= 0 ? n : s->nreturns;
 }
 
 /* The argument a return aliases (its alias set), or NULL. For a view it
@@ -152,7 +183,7 @@ static kv_status save_inputs(const kv_ag_formula *f, const kv_schema *s, const a
 static kv_ag_node *make_node(const kv_op *op, const kv_ag_formula *f, const kv_schema *s, const kv_stack *stack,
                              const ag_inputs *in) {
     kv_ag_node *node = kv_ag_node_new(f ? f->node_name : "NotImplemented", f ? f->fn : kv_ag_f_not_implemented,
-                                      in->n, s->nreturns);
+                                      in->n, node_outputs(s, stack, in));
     if (node == NULL) return NULL;
     node->op = op;
     memcpy(node->in_first, in->first, sizeof node->in_first);
@@ -180,31 +211,55 @@ static bool differentiable_result(const kv_ag_formula *f, int k, const kv_tensor
     return kv_dtype_is_floating(out->dtype) || kv_dtype_is_complex(out->dtype);
 }
 
+/* An in-place result: the history belongs to the caller's tensor `self`
+ * (whatever struct the layers below returned for it), rebased onto node
+ * output k, through CopySlices when self is a view. */
+static kv_status rebase_inplace(kv_tensor *self, kv_ag_node *node, int k) {
+    if (self->autograd && self->autograd->base) return kv_ag_copy_slices(self, node);
+    struct kv_autograd_meta *m = kv_ag_meta_ensure(self);
+    if (m == NULL) return kv_last_error();
+    kv_ag_meta_set_grad_fn(m, node, k);
+    m->requires_grad = true;
+    self->keys = kv_keyset_add(self->keys, KV_KEY_AUTOGRAD);
+    return KV_OK;
+}
+
+/* A Tensor(a!)[] an op returning nothing wrote (in-place foreach): each
+ * differentiable element's history becomes node output e. */
+static kv_status attach_written_list(const kv_ag_formula *f, const kv_schema *s, const ag_inputs *in,
+                                     kv_ag_node *node, bool *attached) {
+    const int l = s->nreturns == 0 ? kv_schema_mutable_list_arg(s) : -1;
+    for (int e = 0; l >= 0 && e < in->count[l] && e < node->noutputs; e++) {
+        kv_tensor *self = in->t[in->first[l] + e];
+        kv_ag_tmeta_of(self, &node->out_meta[e]);
+        if (!differentiable_result(f, e, self)) continue;
+        kv_status st = rebase_inplace(self, node, e);
+        if (st != KV_OK) return st;
+        *attached = true;
+    }
+    return KV_OK;
+}
+
 /* Attaches node to the outputs; *attached tells whether any took it. */
 static kv_status attach_outputs(const kv_ag_formula *f, const kv_schema *s, const ag_inputs *in, kv_ag_node *node,
                                 kv_stack *stack, bool *attached) {
     *attached = false;
-    for (int k = 0; k < s->nreturns && k < stack->size; k++) {
+    /* A Tensor[] return is one stack slot per element, all described by
+     * the schema's one list return. */
+    const bool list = kv_schema_returns_list(s);
+    const int nout = list ? stack->size : s->nreturns;
+    for (int k = 0; k < nout && k < stack->size && k < node->noutputs; k++) {
         if (stack->slots[k].tag != KV_IV_TENSOR) continue;
+        const kv_arg *ret = &s->returns[list ? 0 : k];
         kv_tensor *out = stack->slots[k].v.tensor;
         kv_ag_tmeta_of(out, &node->out_meta[k]);
         const bool diff = differentiable_result(f, k, out);
-        if (s->returns[k].alias.is_write) {
+        if (ret->alias.is_write) {
             if (!diff) continue;
-            /* The history belongs to the caller's tensor, whatever struct
-             * the layers below returned for it. */
             kv_tensor *self = alias_source(s, in, k);
             if (self == NULL) self = out;
-            if (self->autograd && self->autograd->base) {
-                kv_status st = kv_ag_copy_slices(self, node);
-                if (st != KV_OK) return st;
-            } else {
-                struct kv_autograd_meta *m = kv_ag_meta_ensure(self);
-                if (m == NULL) return kv_last_error();
-                kv_ag_meta_set_grad_fn(m, node, k);
-                m->requires_grad = true;
-                self->keys = kv_keyset_add(self->keys, KV_KEY_AUTOGRAD);
-            }
+            kv_status st = rebase_inplace(self, node, k);
+            if (st != KV_OK) return st;
             if (out != self) kv_autograd_share(out, self);
             *attached = true;
             continue;
@@ -230,6 +285,8 @@ static kv_status attach_outputs(const kv_ag_formula *f, const kv_schema *s, cons
         }
         *attached = true;
     }
+    kv_status wl = attach_written_list(f, s, in, node, attached);
+    if (wl != KV_OK) return wl;
     if (f && *attached) {
         for (int k = 0; k < s->nreturns && k < stack->size && k < KV_SCHEMA_MAX_RETURNS; k++) {
             if (!(f->save_results & KV_AG_BIT(k)) || stack->slots[k].tag != KV_IV_TENSOR) continue;

@@ -198,11 +198,20 @@ static kv_status fz_run_recorded(const kv_op *op, kv_keyset ks, kv_stack *stack)
         fz_tensors_free(&in);
         return st;
     }
-    kv_tensor *outs[KV_SCHEMA_MAX_RETURNS];
+    /* Every tensor return is a node output: a foreach op's list has one
+     * per element, past the inline buffer when long. */
+    kv_tensor *outs_inline[KV_SCHEMA_MAX_RETURNS] = { NULL };
+    kv_tensor **outs = outs_inline;
+    if (stack->size > KV_SCHEMA_MAX_RETURNS && (outs = malloc(sizeof *outs * (size_t)stack->size)) == NULL) {
+        fz_tensors_free(&in);
+        kv_stack_clear_returns(stack);
+        return fz_oom(kv_op_name(op));
+    }
     int nout = 0;
-    for (int i = 0; i < stack->size && nout < KV_SCHEMA_MAX_RETURNS; i++)
+    for (int i = 0; i < stack->size; i++)
         if (stack->slots[i].tag == KV_IV_TENSOR) outs[nout++] = stack->slots[i].v.tensor;
     st = fz_record(kv_op_name(op), in.items, in.n, outs, nout);
+    if (outs != outs_inline) free(outs);
     fz_tensors_free(&in);
     if (st != KV_OK) kv_stack_clear_returns(stack);
     return st;
@@ -337,10 +346,21 @@ _Static_assert(FZ_NROWS <= (int)(sizeof g_inplace_op / sizeof g_inplace_op[0]), 
 
 static const kv_op *fz_row_functional(const fz_row *row) { return g_functional_op[row - g_table]; }
 
+/* In-place foreach ops (a Tensor(a!)[] self, no return), run by
+ * fz_list_inplace below. */
+static const fz_row g_list_table[] = {
+    { "_foreach_add_.List", "_foreach_add.List", NULL, false },
+};
+#define FZ_NLIST ((int)(sizeof g_list_table / sizeof g_list_table[0]))
+static const kv_op *g_list_inplace_op[FZ_NLIST];
+static const kv_op *g_list_functional_op[FZ_NLIST];
+
 const char *kv_functionalize_functional_op(const char *inplace_full_name) {
     if (inplace_full_name == NULL) return NULL;
     for (int i = 0; i < FZ_NROWS; i++)
         if (strcmp(g_table[i].inplace, inplace_full_name) == 0) return g_table[i].functional;
+    for (int i = 0; i < FZ_NLIST; i++)
+        if (strcmp(g_list_table[i].inplace, inplace_full_name) == 0) return g_list_table[i].functional;
     return kv_ref_out_functional(inplace_full_name);
 }
 
@@ -451,9 +471,49 @@ static kv_status fz_out_step(const kv_op *op, kv_stack *stack, void *ctx) {
     return fz_run_recorded(op, *(const kv_keyset *)ctx, stack);
 }
 
+/* In-place foreach ops (a Tensor(a!)[] self, no return): the functional
+ * foreach op on the same arguments, then what each element's in-place op
+ * would refuse, then copy_(self[i], result[i]) per element, so the graph
+ * reads "%r0, %r1 = _foreach_add.List(...); %s0 = copy_(%s0, %r0); ...". */
+
+static kv_status fz_list_inplace(int row, kv_keyset ks, kv_stack *stack) {
+    const fz_row *r = &g_list_table[row];
+    if (stack->size < 1 || stack->slots[0].tag != KV_IV_TENSOR_LIST)
+        return kv_error(KV_ERR_INTERNAL, "%s: Functionalize: argument 'self' is not a tensor list", r->inplace);
+    const kv_tensor_list self = stack->slots[0].v.tensors;
+    /* The functional op leaves one return per element. */
+    const int cap = self.n > stack->size ? self.n : stack->size;
+    kv_ivalue *slots = malloc(sizeof *slots * (size_t)(cap > 0 ? cap : 1));
+    if (slots == NULL) return fz_oom(r->inplace);
+    kv_stack st = kv_stack_on(slots, cap);
+    for (int i = 0; i < stack->size; i++) st.slots[i] = stack->slots[i];
+    st.size = stack->size;
+    kv_status rc = fz_run_recorded(g_list_functional_op[row], ks, &st);
+    if (rc == KV_OK && st.size != self.n) {
+        kv_stack_clear_returns(&st);
+        rc = kv_error(KV_ERR_INTERNAL, "%s: Functionalize: %s returned %d tensors for a list of %d", r->inplace,
+                      r->functional, st.size, self.n);
+    }
+    for (int e = 0; e < self.n && rc == KV_OK; e++) {
+        rc = fz_check_inplace(r, self.items[e], st.slots[e].v.tensor);
+        if (rc != KV_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", kv_last_error_message());
+            rc = kv_error(rc, "%s: element %d: %s", r->inplace, e, msg);
+        }
+    }
+    for (int e = 0; e < self.n && rc == KV_OK; e++) rc = fz_copy_back(ks, self.items[e], st.slots[e].v.tensor);
+    if (st.size == self.n) kv_stack_clear_returns(&st);
+    free(slots);
+    if (rc == KV_OK) stack->size = 0; /* -> () */
+    return rc;
+}
+
 static kv_status fz_fallback(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     for (int i = 0; i < FZ_NROWS; i++)
         if (g_inplace_op[i] == op) return fz_inplace(&g_table[i], ks, stack);
+    for (int i = 0; i < FZ_NLIST; i++)
+        if (g_list_inplace_op[i] == op) return fz_list_inplace(i, ks, stack);
     if (kv_ref_out_functional(kv_op_name(op)) != NULL) return kv_ref_out_run(op, stack, fz_out_step, &ks);
     if (fz_mutates(kv_op_schema(op)))
         return kv_error(KV_ERR_MISSING_KERNEL,
@@ -463,18 +523,29 @@ static kv_status fz_fallback(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return fz_run_recorded(op, ks, stack);
 }
 
+/* Resolves a table row's two ops; a row naming an op ops.schema lacks is
+ * an error. */
+static kv_status fz_resolve_row(const fz_row *row, const kv_op **inplace, const kv_op **functional) {
+    *inplace = kv_op_find(row->inplace);
+    *functional = kv_op_find(row->functional);
+    if (*inplace == NULL || *functional == NULL)
+        return kv_error(KV_ERR_UNKNOWN_OP, "functionalize: table row '%s' -> '%s': op not in ops.schema",
+                        row->inplace, row->functional);
+    return KV_OK;
+}
+
 kv_status kv_functionalize_register(void) {
+    kv_status st;
     for (int i = 0; i < FZ_NROWS; i++) {
-        g_inplace_op[i] = kv_op_find(g_table[i].inplace);
-        g_functional_op[i] = kv_op_find(g_table[i].functional);
-        if (g_inplace_op[i] == NULL || g_functional_op[i] == NULL)
-            return kv_error(KV_ERR_UNKNOWN_OP, "functionalize: table row '%s' -> '%s': op not in ops.schema",
-                            g_table[i].inplace, g_table[i].functional);
+        if ((st = fz_resolve_row(&g_table[i], &g_inplace_op[i], &g_functional_op[i])) != KV_OK) return st;
         if (g_table[i].run == fz_same_args &&
             kv_op_schema(g_inplace_op[i])->nargs != kv_op_schema(g_functional_op[i])->nargs)
             return kv_error(KV_ERR_INTERNAL, "functionalize: table row '%s' -> '%s': argument lists differ",
                             g_table[i].inplace, g_table[i].functional);
     }
+    for (int i = 0; i < FZ_NLIST; i++)
+        if ((st = fz_resolve_row(&g_list_table[i], &g_list_inplace_op[i], &g_list_functional_op[i])) != KV_OK)
+            return st;
     g_copy_op = kv_op_find("copy_");
     g_expand_op = kv_op_find("expand");
     if (g_copy_op == NULL || g_expand_op == NULL)

@@ -153,10 +153,10 @@ kv_status kv_vmap_call(const kv_op *op, kv_stack *args, const int *in_dims, int 
     }
     if (st == KV_OK) st = unwrap_returns(&rs, level, batch, out_dim);
     /* The returns sit in wa->slots; move them out before freeing it. */
-    kv_ivalue out[KV_SCHEMA_MAX_RETURNS];
+    kv_ivalue out[KV_STACK_MAX]; /* a foreach op: one return per list element */
     int nout = 0;
     for (int j = 0; st == KV_OK && j < rs.size; j++) {
-        if (j < KV_SCHEMA_MAX_RETURNS) out[nout++] = rs.slots[j];
+        if (j < KV_STACK_MAX) out[nout++] = rs.slots[j];
         else if (rs.slots[j].tag == KV_IV_TENSOR) kv_tensor_release(rs.slots[j].v.tensor);
     }
     if (wa) wrapped_free(wa);

@@ -22,7 +22,9 @@
 #include "kv/ops.h"
 #include "modes/vmap_internal.h"
 
-#define MAX_RETS KV_SCHEMA_MAX_RETURNS
+/* A foreach op returns one tensor per list element: as many as a stack
+ * holds. */
+#define MAX_RETS KV_STACK_MAX
 
 /* The owned tensors and arrays of one sample's argument stack. */
 typedef struct sample_args {
@@ -85,8 +87,13 @@ static int written_arg_of(const kv_schema *s, const kv_arg *ret) {
 static kv_status check_mutable_args(const kv_op *op, const kv_stack *stack, const kv_vmap_ctx *ctx) {
     const kv_schema *s = kv_op_schema(op);
     for (int i = 0; i < s->nargs && i < stack->size; i++) {
-        if (!s->args[i].alias.is_write || stack->slots[i].tag != KV_IV_TENSOR) continue;
-        if (kv_vmap_info_at(stack->slots[i].v.tensor, ctx->level)) continue;
+        if (!s->args[i].alias.is_write) continue;
+        const kv_ivalue *w = &stack->slots[i];
+        /* A Tensor(a!)[] (in-place foreach): every element must be batched. */
+        bool unbatched = w->tag == KV_IV_TENSOR && !kv_vmap_info_at(w->v.tensor, ctx->level);
+        for (int e = 0; w->tag == KV_IV_TENSOR_LIST && e < w->v.tensors.n && !unbatched; e++)
+            unbatched = kv_vmap_info_at(w->v.tensors.items[e], ctx->level) == NULL;
+        if (!unbatched) continue;
         const char *other = "?";
         for (int j = 0; j < stack->size; j++) {
             const kv_ivalue *v = &stack->slots[j];
@@ -255,14 +262,19 @@ kv_status kv_vmap_fallback_run(const kv_op *op, kv_stack *stack, const kv_vmap_c
                             "randomness='error' (argument '%s')",
                             name, s->args[i].name);
 
-    fallback_state fs = { .nret = s->nreturns };
+    /* A Tensor[] return (foreach) is one tensor return per element of the
+     * first list, each stacked on its own; an in-place foreach op returns
+     * nothing and writes its list's samples in place. */
+    const bool list = kv_schema_returns_list(s);
+    fallback_state fs = { .nret = list ? kv_schema_return_count(s, stack) : s->nreturns };
+    if (fs.nret < 0 || fs.nret > MAX_RETS)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: vmap: fallback: %d returns (at most %d)", name, fs.nret, MAX_RETS);
     bool all_written = true;
     for (int j = 0; j < fs.nret; j++) {
-        fs.written[j] = written_arg_of(s, &s->returns[j]);
-        fs.is_tensor[j] = s->returns[j].type.kind == KV_TYPE_TENSOR && !s->returns[j].type.is_list;
+        const kv_arg *r = &s->returns[list ? 0 : j];
+        fs.written[j] = list ? -1 : written_arg_of(s, r);
+        fs.is_tensor[j] = r->type.kind == KV_TYPE_TENSOR;
         if (fs.written[j] < 0) all_written = false;
-        if (s->returns[j].type.is_list)
-            return kv_error(KV_ERR_MISSING_KERNEL, "%s: vmap: the fallback does not support list returns", name);
     }
     if (ctx->batch_size == 0 && !all_written)
         return kv_error(KV_ERR_INVALID_ARG,

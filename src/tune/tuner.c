@@ -360,8 +360,20 @@ int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tun
         args[i] = (kv_ivalue){ .tag = KV_IV_GENERATOR, .v.gen = &gens[i] };
     }
     bool ok = true;
+    /* A Tensor(a!)[] (in-place foreach) gets a list of clones: timed runs
+     * never write the caller's elements. */
+    kv_tensor **list_clones[KV_STACK_MAX] = { NULL };
     for (int i = 0; i < n && ok; i++) {
-        if (sc == NULL || i >= sc->nargs || !sc->args[i].alias.is_write || args[i].tag != KV_IV_TENSOR) continue;
+        if (sc == NULL || i >= sc->nargs || !sc->args[i].alias.is_write) continue;
+        if (args[i].tag == KV_IV_TENSOR_LIST) {
+            const kv_tensor_list l = args[i].v.tensors;
+            list_clones[i] = calloc((size_t)(l.n > 0 ? l.n : 1), sizeof *list_clones[i]);
+            ok = list_clones[i] != NULL;
+            for (int e = 0; ok && e < l.n; e++) ok = (list_clones[i][e] = clone_geometry(l.items[e])) != NULL;
+            args[i].v.tensors.items = list_clones[i];
+            continue;
+        }
+        if (args[i].tag != KV_IV_TENSOR) continue;
         clones[i] = clone_geometry(args[i].v.tensor);
         if (clones[i] == NULL) ok = false;
         else args[i].v.tensor = clones[i];
@@ -443,7 +455,11 @@ int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tun
         tm[i].median_ns = d % 2 ? times[i][d / 2] : (times[i][d / 2 - 1] + times[i][d / 2]) / 2;
         if (best < 0 || tm[i].median_ns < tm[best].median_ns) best = i;
     }
-    for (int i = 0; i < n; i++) kv_tensor_release(clones[i]);
+    for (int i = 0; i < n; i++) {
+        kv_tensor_release(clones[i]);
+        for (int e = 0; list_clones[i] != NULL && e < args[i].v.tensors.n; e++) kv_tensor_release(list_clones[i][e]);
+        free(list_clones[i]);
+    }
     /* Errors of failed runs belong to no caller. */
     kv_error_clear();
     return best;

@@ -80,6 +80,16 @@ bool kv_schema_is_out(const kv_schema *s);     /* has a kwarg-only mutable Tenso
 bool kv_schema_is_view(const kv_schema *s);    /* returns alias a non-mutated input */
 bool kv_schema_is_factory(const kv_schema *s); /* no Tensor arguments */
 int kv_schema_arg_index(const kv_schema *s, const char *name); /* -1 if none */
+/* Tensor[] returns (the foreach ops). A call leaves one stack slot per
+ * element of the op's first Tensor[] argument in place of the Tensor[]
+ * return; kv_schema_return_count gives the slots a successful call leaves
+ * for the arguments `args` (-1 when they have no such list). */
+int kv_schema_first_list_arg(const kv_schema *s);     /* -1 if none */
+bool kv_schema_returns_list(const kv_schema *s);
+int kv_schema_return_count(const kv_schema *s, const kv_stack *args);
+/* A Tensor(a!)[] argument (the in-place foreach ops, which return
+ * nothing: the elements are what they write), or -1. */
+int kv_schema_mutable_list_arg(const kv_schema *s);
 const char *kv_type_kind_name(kv_type_kind k);
 
 #endif

@@ -51,16 +51,44 @@ typedef struct kv_pieces {
     int n;
     char text[KV_CASE_MAX_INPUTS][KV_CASE_TEXT_MAX];
     int off[KV_CASE_MAX_INPUTS];
+    /* A '/' between pieces (an op with two Tensor[] arguments, the foreach
+     * ops): the index of the first piece of the second list, -1 when
+     * there is none. Either list may be empty ("/4", "4/"). */
+    int list_break;
 } kv_pieces;
+
+/* The '/' of a two-list value at t[i] (start: where the current piece
+ * began): records the break; an empty piece is allowed only at the ends
+ * of the value, where it is an empty list. */
+static kv_status kv_split_list_break(const kv_option_ctx *ctx, const kv_spec_alt *alt, const char *what, int i,
+                                     int start, kv_pieces *p) {
+    if (p->list_break >= 0)
+        return KV_OPT_ERR(ctx, kv_spec_alt_col(alt, i), "--%s: a second '/' (at most two Tensor[] lists)", what);
+    if (i == start && p->n > 0)
+        return KV_OPT_ERR(ctx, kv_spec_alt_col(alt, i), "--%s: empty value for an input", what);
+    p->list_break = p->n + (i > start ? 1 : 0);
+    return KV_OK;
+}
 
 static kv_status kv_split_inputs(const kv_option_ctx *ctx, const kv_spec_alt *alt, const char *what,
                                  kv_pieces *p) {
     const char *t = alt->text;
     const int len = (int)strlen(t);
     p->n = 0;
+    p->list_break = -1;
     int start = 0;
     for (int i = 0; i <= len; i++) {
-        if (i < len && t[i] != ':') continue;
+        if (i < len && t[i] != ':' && t[i] != '/') continue;
+        if (i < len && t[i] == '/') {
+            kv_status st = kv_split_list_break(ctx, alt, what, i, start, p);
+            if (st != KV_OK) return st;
+            if (i == start) { /* an empty first list */
+                start = i + 1;
+                continue;
+            }
+        } else if (i == len && i == start && p->list_break == p->n && p->n > 0) {
+            break; /* an empty second list: "4/" */
+        }
         if (p->n == KV_CASE_MAX_INPUTS) {
             return KV_OPT_ERR(ctx, kv_spec_alt_col(alt, start),
                               "--%s: more than %d inputs", what, KV_CASE_MAX_INPUTS);
@@ -246,10 +274,11 @@ static kv_status kv_dtype_apply(kv_case *c, const kv_option_ctx *ctx, const int 
 /* ---- shape ---- */
 
 static kv_status kv_parse_shapes(const kv_option_ctx *ctx, const kv_spec_alt *alt, kv_shape *out,
-                                 bool *is_none, int *n) {
+                                 bool *is_none, int *n, int *list_break) {
     kv_pieces p;
     kv_status st = kv_split_inputs(ctx, alt, "shape", &p);
     if (st != KV_OK) return st;
+    *list_break = p.list_break;
     for (int i = 0; i < p.n; i++) {
         is_none[i] = strcmp(p.text[i], "none") == 0;
         if (is_none[i]) {
@@ -270,16 +299,16 @@ static kv_status kv_shape_check(const kv_option_ctx *ctx, int axis, const kv_spe
     (void)axis;
     kv_shape s[KV_CASE_MAX_INPUTS];
     bool none[KV_CASE_MAX_INPUTS];
-    int n;
-    return kv_parse_shapes(ctx, alt, s, none, &n);
+    int n, list_break;
+    return kv_parse_shapes(ctx, alt, s, none, &n, &list_break);
 }
 
 static kv_status kv_shape_apply(kv_case *c, const kv_option_ctx *ctx, const int *choice) {
     const kv_spec_alt *alt = kv_chosen(ctx, choice, 0);
     kv_shape s[KV_CASE_MAX_INPUTS];
     bool none[KV_CASE_MAX_INPUTS];
-    int n;
-    kv_status st = kv_parse_shapes(ctx, alt, s, none, &n);
+    int n, list_break;
+    kv_status st = kv_parse_shapes(ctx, alt, s, none, &n, &list_break);
     if (st != KV_OK) return st;
     if (kv_schema_is_factory(ctx->schema)) {
         if (ctx->inherited) return KV_OK;
@@ -289,7 +318,7 @@ static kv_status kv_shape_apply(kv_case *c, const kv_option_ctx *ctx, const int 
     }
     kv_input_plan plan;
     char why[320];
-    if (kv_input_plan_make(ctx->schema, n, none, &plan, why, sizeof why) != 0) {
+    if (kv_input_plan_make_lists(ctx->schema, n, none, list_break, &plan, why, sizeof why) != 0) {
         return KV_OPT_ERR(ctx, alt->cols[0], "%s: --shape: %s", kv_op_label(ctx), why);
     }
     c->ninputs = plan.n;

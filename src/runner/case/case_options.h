@@ -29,6 +29,15 @@ int kv_schema_tensor_args(const kv_schema *s, int *idx, int cap, int *list_pos, 
 /* 0 on success; -1 with a message in `why`. */
 int kv_input_plan_make(const kv_schema *s, int nshapes, const bool *is_none, kv_input_plan *plan,
                        char *why, int whycap);
+/* The same, for shapes written with a '/' before the first shape of an
+ * op's second Tensor[] list (list_break: its index, -1 when not written).
+ * An op whose tensor arguments are two lists (the foreach ops) splits
+ * the shapes there, or without a '/' in halves (one shape: one element
+ * each); a '/' for any other op is an error. */
+/* The schema index of an op's second Tensor[] argument, or -1. */
+int kv_case_second_list_arg(const kv_schema *s);
+int kv_input_plan_make_lists(const kv_schema *s, int nshapes, const bool *is_none, int list_break,
+                             kv_input_plan *plan, char *why, int whycap);
 /* Comma-free list of the tensor argument names, for messages: "self, other". */
 void kv_schema_tensor_names(const kv_schema *s, char *buf, int cap);
 

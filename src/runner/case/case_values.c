@@ -297,15 +297,29 @@ int kv_case_format_shape(const kv_case *c, const kv_schema *s, kv_text_form f, c
         kv_case_put(buf, cap, &n, "%s", one);
         return n;
     }
+    /* Two Tensor[] lists (the foreach ops): a '/' before the second
+     * list's first shape, always written, so an empty list shows too. */
+    const int second = s != NULL ? kv_case_second_list_arg(s) : -1;
+    bool broke = false;
     for (int i = 0; i < c->ninputs; i++) {
         if (c->absent[i]) {
             snprintf(one, sizeof one, "none");
         } else {
             kv_case_shape_format(&c->shapes[i], x_form, one, sizeof one);
         }
-        kv_case_put(buf, cap, &n, "%s%s", i ? ":" : "", one);
+        const bool at_break = second >= 0 && !broke && c->input_arg[i] == second;
+        broke = broke || at_break;
+        kv_case_put(buf, cap, &n, "%s%s", at_break ? "/" : i ? ":" : "", one);
     }
+    if (second >= 0 && !broke) kv_case_put(buf, cap, &n, "/");
     return n;
+}
+
+int kv_case_second_list_arg(const kv_schema *s) {
+    int lists = 0;
+    for (int a = 0; a < s->nargs; a++)
+        if (s->args[a].type.kind == KV_TYPE_TENSOR && s->args[a].type.is_list && ++lists == 2) return a;
+    return -1;
 }
 
 int kv_case_format_layout(const kv_case *c, const kv_schema *s, kv_text_form f, char *buf, int cap) {

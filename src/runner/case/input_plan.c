@@ -32,16 +32,72 @@ void kv_schema_tensor_names(const kv_schema *s, char *buf, int cap) {
     }
 }
 
+/* Two Tensor[] arguments and no other tensor (the foreach ops): the
+ * shapes before list_break feed the first list, the rest the second. */
+static int plan_two_lists(const kv_schema *s, const int *idx, int nt, int nshapes, const bool *is_none,
+                          int list_break, kv_input_plan *plan, char *why, int whycap) {
+    if (nt != 2 || !s->args[idx[0]].type.is_list || !s->args[idx[1]].type.is_list) {
+        snprintf(why, (size_t)whycap, "ops with two Tensor[] arguments and other tensors are not supported");
+        return -1;
+    }
+    if (list_break < 0 && nshapes == 1) { /* one element of that shape in each list */
+        if (is_none[0]) {
+            snprintf(why, (size_t)whycap, "input '%s' cannot be none (an element of a Tensor[])",
+                     s->args[idx[0]].name);
+            return -1;
+        }
+        for (int t = 0; t < 2; t++) {
+            plan->arg[t] = idx[t];
+            plan->src[t] = 0;
+        }
+        plan->n = 2;
+        return 0;
+    }
+    if (list_break < 0) {
+        if (nshapes % 2 != 0) {
+            snprintf(why, (size_t)whycap,
+                     "%d shapes for the two lists '%s' and '%s': give an even number, or a '/' before the first "
+                     "shape of '%s' (e.g. 2x3:4/2x3:1)",
+                     nshapes, s->args[idx[0]].name, s->args[idx[1]].name, s->args[idx[1]].name);
+            return -1;
+        }
+        list_break = nshapes / 2;
+    }
+    for (int k = 0; k < nshapes; k++) {
+        const int t = k < list_break ? 0 : 1;
+        if (is_none[k]) {
+            snprintf(why, (size_t)whycap, "input '%s' cannot be none (an element of a Tensor[])",
+                     s->args[idx[t]].name);
+            return -1;
+        }
+        plan->arg[k] = idx[t];
+        plan->src[k] = k;
+    }
+    plan->n = nshapes;
+    return 0;
+}
+
 int kv_input_plan_make(const kv_schema *s, int nshapes, const bool *is_none, kv_input_plan *plan,
                        char *why, int whycap) {
+    return kv_input_plan_make_lists(s, nshapes, is_none, -1, plan, why, whycap);
+}
+
+int kv_input_plan_make_lists(const kv_schema *s, int nshapes, const bool *is_none, int list_break,
+                             kv_input_plan *plan, char *why, int whycap) {
     int idx[KV_SCHEMA_MAX_ARGS], list_pos, nreq;
     const int nt = kv_schema_tensor_args(s, idx, KV_SCHEMA_MAX_ARGS, &list_pos, &nreq);
     char names[256];
     kv_schema_tensor_names(s, names, sizeof names);
     memset(plan, 0, sizeof *plan);
     if (nt == 0) return 0;
-    if (list_pos == -2) {
-        snprintf(why, (size_t)whycap, "ops with two Tensor[] arguments are not supported");
+    if (nshapes > KV_CASE_MAX_INPUTS) {
+        snprintf(why, (size_t)whycap, "more than %d tensor inputs", KV_CASE_MAX_INPUTS);
+        return -1;
+    }
+    if (list_pos == -2) return plan_two_lists(s, idx, nt, nshapes, is_none, list_break, plan, why, whycap);
+    if (list_break >= 0) {
+        snprintf(why, (size_t)whycap, "a '/' separates two Tensor[] lists, and the op has %s",
+                 list_pos >= 0 ? "one" : "none");
         return -1;
     }
     if (nshapes > KV_CASE_MAX_INPUTS) {

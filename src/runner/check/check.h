@@ -62,7 +62,7 @@ void kv_case_inputs_free(kv_case_inputs *in);
 /* Calls the op (kv_call, or kv_redispatch on `ks` when ks != 0) and returns
  * its tensor outputs as owned references. For in-place and out= ops the
  * output is the mutated argument. */
-#define KV_CASE_MAX_OUTPUTS 4
+#define KV_CASE_MAX_OUTPUTS 8 /* a foreach case's list has at most this many elements */
 typedef struct kv_case_outputs {
     int n;
     kv_tensor *t[KV_CASE_MAX_OUTPUTS];
@@ -77,6 +77,10 @@ typedef struct kv_case_outputs {
 
 kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_case_outputs *out);
 void kv_case_outputs_free(kv_case_outputs *out);
+/* An op that returns nothing but writes a Tensor(a!)[] (the in-place
+ * foreach ops): its outputs, for every check, are the written elements
+ * (each retained), appended to `out` after a successful call. */
+kv_status kv_case_outputs_add_written_list(const kv_op *op, const kv_case_inputs *in, kv_case_outputs *out);
 
 /* One check. */
 typedef struct kv_check_ctx {

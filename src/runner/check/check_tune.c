@@ -71,6 +71,7 @@ static kv_status tune_run(const kv_check_ctx *ctx, kv_key key, const char *name,
         for (int i = 0; i < in.nargs; i++) kv_stack_push(&s, in.args[i]);
         st = kv_tune_call_variant(ctx->op, key, name, &s);
         if (st == KV_OK) st = tune_collect(ctx->op, &s, out);
+        if (st == KV_OK) st = kv_case_outputs_add_written_list(ctx->op, &in, out);
     }
     st = tune_finish(st, out);
     kv_case_inputs_free(&in);

@@ -143,7 +143,10 @@ kv_status kv_check_vmap_invoke(const kv_op *op, kv_case_inputs *in, kv_case_outp
     kv_error_clear();
     kv_status st = kv_vmap_call(op, &args, NULL, -1, 0, &rs);
     if (st != KV_OK) return st;
-    return returns_to_outputs(op, &rs, out);
+    st = returns_to_outputs(op, &rs, out);
+    if (st == KV_OK) st = kv_case_outputs_add_written_list(op, in, out);
+    if (st != KV_OK) kv_case_outputs_free(out);
+    return st;
 }
 
 kv_result_status kv_check_status_of_failure(const kv_case *c, kv_status st, kv_result_status otherwise) {

@@ -79,6 +79,9 @@ typedef struct tb_args {
     const kv_op *op;
     const kv_schema *s;
     const kv_case_inputs *in;
+    /* A foreach op (a Tensor[] return, or a written Tensor[]): the output's index, whose element
+     * of each list argument is the tensor the bound reads; -1 otherwise. */
+    int element;
 } tb_args;
 
 static const kv_ivalue *tb_arg(const tb_args *a, const char *name) {
@@ -89,6 +92,8 @@ static const kv_ivalue *tb_arg(const tb_args *a, const char *name) {
 
 static const kv_tensor *tb_tensor(const tb_args *a, const char *name) {
     const kv_ivalue *v = tb_arg(a, name);
+    if (v && v->tag == KV_IV_TENSOR_LIST && a->element >= 0 && a->element < v->v.tensors.n)
+        return v->v.tensors.items[a->element];
     return v && v->tag == KV_IV_TENSOR ? v->v.tensor : NULL;
 }
 
@@ -416,7 +421,9 @@ kv_status kv_tol_bounds(kv_bound_kind kind, double c_value, const kv_case *c, co
         *out = b;
         return KV_OK;
     }
-    const tb_args a = { op, kv_op_schema(op), in };
+    const kv_schema *sch = kv_op_schema(op);
+    const bool per_element = kv_schema_returns_list(sch) || kv_schema_mutable_list_arg(sch) >= 0;
+    const tb_args a = { op, sch, in, per_element ? output : -1 };
     const double u = kv_unit_roundoff(expected->dtype);
     kv_status st = KV_OK;
     int64_t terms = 1;

@@ -284,7 +284,12 @@ const kv_tol_entry *kv_tol_at(int i) { return i >= 0 && i < TOL_N ? &tol_table[i
  * (kernels/ref/ref_out.c): its rule is the functional op's. */
 static const char *tol_op_of(const char *op) {
     const char *functional = kv_ref_out_functional(op);
-    return functional ? functional : op;
+    if (functional != NULL) return functional;
+    /* A foreach op's output i is its element op on element i of each list
+     * (kernels/ref/ref_foreach.c): its rule is that op's, and a bound reads
+     * the lists' elements of the output's index (tol_bounds.c). */
+    const char *element = kv_ref_foreach_element_op(op);
+    return element ? element : op;
 }
 
 bool kv_tol_has_op(const char *op) {

@@ -29,6 +29,7 @@ kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_c
         const kv_status s = kv_stack_push(&st, v);
         if (s != KV_OK) return s;
     }
+    const int nreturns = sch != NULL ? kv_schema_return_count(sch, &st) : -1;
     kv_error_clear();
     const kv_status s = ks ? kv_redispatch(op, ks, &st) : kv_call(op, &st);
     if (gen != NULL) {
@@ -51,13 +52,11 @@ kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_c
      * output, or left its arguments there) cannot be read: what is there
      * may be the caller's borrowed inputs, which releasing would free
      * twice. Nothing is released (a leak in a worker beats a corrupt heap). */
-    const kv_schema *schema = kv_op_schema(op);
-    if (schema != NULL && st.size != schema->nreturns)
+    if (sch != NULL && st.size != nreturns)
         return kv_error(KV_ERR_INTERNAL,
                         "%s: the kernel returned KV_OK with %d value%s on the stack where the schema returns %d "
                         "output%s (a kernel pops its arguments and pushes its outputs)",
-                        kv_op_name(op), st.size, st.size == 1 ? "" : "s", schema->nreturns,
-                        schema->nreturns == 1 ? "" : "s");
+                        kv_op_name(op), st.size, st.size == 1 ? "" : "s", nreturns, nreturns == 1 ? "" : "s");
     /* The stack now holds owned returns. Keep the first few tensors, drop
      * (release) anything past what kv_case_outputs can hold. */
     kv_status result = KV_OK;
@@ -92,8 +91,23 @@ kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_c
             break;
         }
     }
+    if (result == KV_OK) result = kv_case_outputs_add_written_list(op, in, out);
     if (result != KV_OK) kv_case_outputs_free(out);
     return result;
+}
+
+kv_status kv_case_outputs_add_written_list(const kv_op *op, const kv_case_inputs *in, kv_case_outputs *out) {
+    const kv_schema *s = kv_op_schema(op);
+    const int l = s != NULL && s->nreturns == 0 ? kv_schema_mutable_list_arg(s) : -1;
+    if (l < 0 || l >= in->nargs || in->args[l].tag != KV_IV_TENSOR_LIST) return KV_OK;
+    const kv_tensor_list list = in->args[l].v.tensors;
+    for (int e = 0; e < list.n; e++) {
+        if (out->n >= KV_CASE_MAX_OUTPUTS)
+            return kv_error(KV_ERR_INTERNAL, "%s: wrote more than %d tensors", kv_op_name(op), KV_CASE_MAX_OUTPUTS);
+        kv_tensor_retain(list.items[e]);
+        out->t[out->n++] = list.items[e];
+    }
+    return KV_OK;
 }
 
 void kv_case_outputs_free(kv_case_outputs *out) {

@@ -49,7 +49,8 @@ typedef enum kv_exact_family {
     KV_EXACT_MATMUL,     /* mm, bmm, addmm */
     KV_EXACT_SOFTMAX,    /* _softmax, _log_softmax */
     KV_EXACT_NORM,       /* native_layer_norm, native_group_norm */
-    KV_EXACT_SCATTER     /* the scatter-add backward ops */
+    KV_EXACT_SCATTER,    /* the scatter-add backward ops */
+    KV_EXACT_FOREACH     /* the foreach ops: the binary family per element */
 } kv_exact_family;
 
 kv_exact_family kv_exact_family_of(const char *op);
@@ -147,6 +148,10 @@ typedef struct kv_exact_call {
 
 kv_status kv_exact_unary(const kv_exact_call *x);
 kv_status kv_exact_binary(const kv_exact_call *x);
+/* self (argument 0) times the Scalar argument 1 (exact_ew.c). */
+kv_status kv_exact_mul_scalar(const kv_exact_call *x);
+/* exact_foreach.c */
+kv_status kv_exact_foreach(const kv_exact_call *x);
 kv_status kv_exact_gelu_backward(const kv_exact_call *x);
 kv_status kv_exact_reduce(const kv_exact_call *x);
 kv_status kv_exact_matmul(const kv_exact_call *x);

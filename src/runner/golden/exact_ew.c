@@ -19,7 +19,8 @@
 
 typedef enum ew_fn {
     EW_ABS, EW_EXP, EW_LOG, EW_SQRT, EW_RSQRT, EW_SIN, EW_COS, EW_TANH, EW_SIGMOID, EW_SILU,
-    EW_GELU, EW_GELU_TANH, EW_POW, EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_GELU_BW, EW_GELU_TANH_BW
+    EW_GELU, EW_GELU_TANH, EW_POW, EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_GELU_BW, EW_GELU_TANH_BW,
+    EW_MUL_SCALAR /* x * the scalar in ar/ai (_foreach_mul.Scalar) */
 } ew_fn;
 
 typedef struct ew_ctx {
@@ -133,6 +134,10 @@ static void real_eval(const ew_ctx *e, mpfr_prec_t p, mpfr_t o) {
         else mpfr_sub(o, x, t, MPFR_RNDN);
         break;
     case EW_MUL: mpfr_mul(o, x, y, MPFR_RNDN); break;
+    case EW_MUL_SCALAR:
+        mpfr_set_d(t, e->ar, MPFR_RNDN);
+        mpfr_mul(o, x, t, MPFR_RNDN);
+        break;
     case EW_DIV: mpfr_div(o, x, y, MPFR_RNDN); break;
     case EW_GELU_BW: {
         /* grad * (Phi(x) + x phi(x)); x is y here (grad_output first). */
@@ -381,6 +386,13 @@ static void complex_eval(const ew_ctx *e, mpfr_prec_t p, mpfr_t ore, mpfr_t oim)
         break;
     }
     case EW_MUL: cx_mul(&r, &z, &w, p); break;
+    case EW_MUL_SCALAR: {
+        cx a;
+        cx_init(&a, p, e->ar, e->ai);
+        cx_mul(&r, &z, &a, p);
+        cx_clear(&a);
+        break;
+    }
     case EW_DIV: cx_div(&r, &z, &w, p); break;
     case EW_ABS:
     case EW_SILU:
@@ -493,6 +505,14 @@ kv_status kv_exact_binary(const kv_exact_call *x) {
     if ((fn == EW_ADD || fn == EW_SUB) && x->in->nargs > 2 && x->in->args[2].tag == KV_IV_SCALAR)
         kv_exact_scalar(x->in->args[2].v.scalar, x->out->t[0]->dtype, &sr, &si);
     return ew_run(x, fn, a, b, sr, si);
+}
+
+kv_status kv_exact_mul_scalar(const kv_exact_call *x) {
+    const kv_tensor *a = arg_tensor(x, 0);
+    if (a == NULL || x->out->n < 1 || x->in->nargs < 2 || x->in->args[1].tag != KV_IV_SCALAR) return KV_OK;
+    double sr = 0.0, si = 0.0;
+    kv_exact_scalar(x->in->args[1].v.scalar, x->out->t[0]->dtype, &sr, &si);
+    return ew_run(x, EW_MUL_SCALAR, a, NULL, sr, si);
 }
 
 kv_status kv_exact_gelu_backward(const kv_exact_call *x) {

@@ -51,6 +51,9 @@ static const op_family families[] = {
     { "unfold_backward", KV_EXACT_SCATTER },
     { "index_select_backward", KV_EXACT_SCATTER },
     { "embedding_dense_backward", KV_EXACT_SCATTER },
+    { "_foreach_add.List", KV_EXACT_FOREACH },
+    { "_foreach_add_.List", KV_EXACT_FOREACH },
+    { "_foreach_mul.Scalar", KV_EXACT_FOREACH },
 };
 
 kv_exact_stats *kv_exact_run_stats(void) {
@@ -76,6 +79,7 @@ const char *kv_exact_family_name(kv_exact_family f) {
     case KV_EXACT_SOFTMAX: return "softmax";
     case KV_EXACT_NORM: return "norm";
     case KV_EXACT_SCATTER: return "scatter";
+    case KV_EXACT_FOREACH: return "foreach";
     }
     return "?";
 }
@@ -153,6 +157,7 @@ static kv_status exact_dispatch(const kv_case *c, const kv_op *op, kv_case_input
     case KV_EXACT_SOFTMAX: st = kv_exact_softmax(&x); break;
     case KV_EXACT_NORM: st = kv_exact_norm(&x); break;
     case KV_EXACT_SCATTER: st = kv_exact_scatter(&x); break;
+    case KV_EXACT_FOREACH: st = kv_exact_foreach(&x); break;
     }
     return st;
 }

@@ -6,7 +6,10 @@
  * return. The steps keep the first failure, so the text needs no error
  * branches and reads top to bottom. Two ops get special steps: cat boxes
  * its list in one pass (kv_accel_box_cat_list) and native_group_norm
- * boxes a contiguous input (kv_accel_box_contiguous). An out= op's return
+ * boxes a contiguous input (kv_accel_box_contiguous). A Tensor(a!)[]
+ * (the in-place foreach ops) is boxed as a list of mutable arguments
+ * (kv_accel_box_mutable_list), and a Tensor[] return comes back as one
+ * stack slot per element (kv_accel_unbox_list). An out= op's return
  * is unboxed with kv_accel_unbox_out, which gives the caller's out the
  * shape the target resized its stand-in to. */
 #include "tools/kvgen/kvgen.h"
@@ -79,6 +82,7 @@ static const char *box_step(const kv_schema *s, int i) {
     const kv_arg *a = &s->args[i];
     if (a->type.kind == KV_TYPE_DEVICE && !a->type.is_list) return "kv_accel_box_device";
     if (a->type.kind != KV_TYPE_TENSOR) return NULL;
+    if (a->type.is_list && a->alias.is_write) return "kv_accel_box_mutable_list";
     if (a->type.is_list) return strcmp(s->full_name, "cat") == 0 ? "kv_accel_box_cat_list" : "kv_accel_box_list";
     if (a->alias.is_write) return "kv_accel_box_mutable";
     if (a->type.optional) return "kv_accel_box_optional";
@@ -167,7 +171,9 @@ void kv_gen_emit_accel_kernel(const kv_gen_accel_entry *e, kv_gen_buf *out) {
         const kv_arg *r = &s->returns[k];
         bool tensor = r->type.kind == KV_TYPE_TENSOR && !r->type.is_list;
         int src = tensor ? aliased_arg(s, r) : -1;
-        if (src >= 0)
+        if (r->type.kind == KV_TYPE_TENSOR && r->type.is_list)
+            kv_gen_buf_printf(out, "    st = kv_accel_unbox_list(&b, %d); /* one return per element */\n", k);
+        else if (src >= 0)
             kv_gen_buf_printf(out, "    st = %s(&b, %d, %d); /* the caller's %s */\n",
                               kv_schema_is_out(s) ? "kv_accel_unbox_out" : "kv_accel_unbox_alias", k, src,
                               s->args[src].name);

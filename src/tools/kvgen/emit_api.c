@@ -27,6 +27,10 @@ static void put_signature(const kv_gen_op *op, kv_gen_buf *out) {
         if (nparams++) kv_gen_buf_puts(out, ", ");
         put_decl(out, m.ctype, op->params[i]);
     }
+    if (op->ret_kind == KV_GEN_RET_TENSOR_LIST) {
+        if (nparams++) kv_gen_buf_puts(out, ", ");
+        put_decl(out, "kv_tensor **", op->outs[0]);
+    }
     if (op->ret_kind == KV_GEN_RET_OUTPARAMS) {
         for (int i = 0; i < s->nreturns; i++) {
             kv_gen_ret_map m;
@@ -73,6 +77,16 @@ static void put_returns(const kv_gen_op *op, kv_gen_buf *out) {
                           "    if (rc != KV_OK) return rc;\n"
                           "    return gen_drop_alias(&st, \"%s\");\n",
                           name);
+        return;
+    case KV_GEN_RET_TENSOR_LIST:
+        /* One new reference per element into the caller's array; the
+         * stack is the wrapper's own (heap when the list is long). */
+        kv_gen_buf_printf(out,
+                          "    kv_status rc = kv_call(op, &st);\n"
+                          "    if (rc == KV_OK) rc = gen_take_list(&st, \"%s\", %s.n, %s);\n"
+                          "    if (slots != inline_slots) free(slots);\n"
+                          "    return rc;\n",
+                          name, op->params[kv_gen_first_list_arg(s)], op->outs[0]);
         return;
     case KV_GEN_RET_OUTPARAMS:
         break;
@@ -131,11 +145,25 @@ void kv_gen_emit_wrapper(const kv_gen_op *op, kv_gen_buf *out) {
                       "    const kv_op *op = atomic_load_explicit(&handle, memory_order_acquire);\n"
                       "    if (!op || !atomic_load_explicit(&kv_dispatch_cache_on, memory_order_relaxed))\n"
                       "        op = kv_api_op(&handle, \"%s\");\n"
-                      "    if (!op) return %s;\n"
-                      "    kv_ivalue slots[%d];\n"
-                      "    kv_stack st = kv_stack_on(slots, %d);\n",
-                      s->full_name, op->ret_kind == KV_GEN_RET_TENSOR ? "NULL" : "kv_last_error()", nslots,
-                      nslots);
+                      "    if (!op) return %s;\n",
+                      s->full_name, op->ret_kind == KV_GEN_RET_TENSOR ? "NULL" : "kv_last_error()");
+    if (op->ret_kind == KV_GEN_RET_TENSOR_LIST) {
+        /* The returns take one slot per element of the first list. */
+        const char *list = op->params[kv_gen_first_list_arg(s)];
+        kv_gen_buf_printf(out,
+                          "    if (%s == NULL) return kv_error(KV_ERR_INVALID_ARG, \"%s: argument '%s': NULL result array\");\n"
+                          "    kv_ivalue inline_slots[%d];\n"
+                          "    kv_ivalue *slots = gen_list_slots(inline_slots, %d, %s.n, \"%s\");\n"
+                          "    if (!slots) return kv_last_error();\n"
+                          "    kv_stack st = kv_stack_on(slots, %s.n > %d ? %s.n : %d);\n",
+                          op->outs[0], s->full_name, op->outs[0], nslots, nslots, list, s->full_name, list, nslots,
+                          list, nslots);
+    } else {
+        kv_gen_buf_printf(out,
+                          "    kv_ivalue slots[%d];\n"
+                          "    kv_stack st = kv_stack_on(slots, %d);\n",
+                          nslots, nslots);
+    }
     for (int i = 0; i < s->nargs; i++) {
         kv_gen_arg_map m;
         if (!kv_gen_map_arg(s->args[i].type, &m)) continue;
@@ -259,6 +287,32 @@ static void put_helpers(const kv_gen_ops *ops, kv_gen_buf *out) {
                         "    }\n"
                         "    return gen_check_returns(st, name, tags, 1);\n"
                         "}\n");
+    if (any_kind(ops, KV_GEN_RET_TENSOR_LIST))
+        kv_gen_buf_puts(out,
+                        "\n"
+                        "/* A Tensor[] return needs one slot per element of the first list:\n"
+                        " * the wrapper's own slots when they suffice, else the heap. */\n"
+                        "static kv_ivalue *gen_list_slots(kv_ivalue *inline_slots, int ninline, int n, const char *name) {\n"
+                        "    if (n <= ninline) return inline_slots;\n"
+                        "    kv_ivalue *heap = malloc((size_t)n * sizeof *heap);\n"
+                        "    if (heap == NULL) kv_error(KV_ERR_OOM, \"%s: out of host memory for %d returns\", name, n);\n"
+                        "    return heap;\n"
+                        "}\n"
+                        "\n"
+                        "/* Moves n tensor returns into dst (the caller's array). */\n"
+                        "static kv_status gen_take_list(kv_stack *st, const char *name, int n, kv_tensor **dst) {\n"
+                        "    bool ok = st->size == n;\n"
+                        "    for (int i = 0; ok && i < n; i++) ok = st->slots[i].tag == KV_IV_TENSOR && st->slots[i].v.tensor;\n"
+                        "    if (!ok) {\n"
+                        "        int size = st->size;\n"
+                        "        kv_stack_clear_returns(st);\n"
+                        "        return kv_error(KV_ERR_INTERNAL, \"%s: kernel left %d values on the stack, not the list's %d tensors\",\n"
+                        "                        name, size, n);\n"
+                        "    }\n"
+                        "    for (int i = 0; i < n; i++) dst[i] = st->slots[i].v.tensor;\n"
+                        "    st->size = 0;\n"
+                        "    return KV_OK;\n"
+                        "}\n");
     if (any_tensor_outparam(ops))
         kv_gen_buf_puts(out,
                         "\n"
@@ -275,6 +329,8 @@ void kv_gen_emit_ops_api(const kv_gen_ops *ops, kv_gen_buf *out) {
     kv_gen_buf_puts(out,
                     " *\n"
                     " * The typed wrappers declared in kv/ops.h. */\n"
+                    "#include <stdlib.h>\n"
+                    "\n"
                     "#include \"kv/dispatch.h\"\n"
                     "#include \"kv/init.h\"\n"
                     "#include \"kv/tensor.h\"\n"

@@ -39,7 +39,11 @@ const char *kv_gen_buf_str(const kv_gen_buf *b);
 typedef enum kv_gen_ret_kind {
     KV_GEN_RET_TENSOR,   /* one non-mutating Tensor: returns kv_tensor * (new reference) */
     KV_GEN_RET_ALIAS,    /* one Tensor(a!): returns kv_status, drops the alias */
-    KV_GEN_RET_OUTPARAMS /* none, several, or non-tensor: kv_status + trailing pointers */
+    KV_GEN_RET_OUTPARAMS, /* none, several, or non-tensor: kv_status + trailing pointers */
+    /* One Tensor[] (foreach): kv_status + a trailing kv_tensor ** array the
+     * caller sizes to the length of the first Tensor[] argument, one new
+     * reference per element. */
+    KV_GEN_RET_TENSOR_LIST
 } kv_gen_ret_kind;
 
 typedef struct kv_gen_op {
@@ -115,6 +119,8 @@ bool kv_gen_map_arg(kv_type t, kv_gen_arg_map *out);
 /* False for returns kvgen cannot hand back (lists, optionals, str). */
 bool kv_gen_map_return(kv_type t, kv_gen_ret_map *out);
 kv_gen_ret_kind kv_gen_return_kind(const kv_schema *s);
+/* The index of the first Tensor[] argument, or -1. */
+int kv_gen_first_list_arg(const kv_schema *s);
 /* "int[1]?", "Tensor[]", for error messages. */
 void kv_gen_type_format(kv_type t, char *buf, size_t cap);
 

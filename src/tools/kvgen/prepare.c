@@ -55,6 +55,12 @@ static kv_status name_op(const kv_gen_ops *ops, kv_gen_op *op, bool base_shared)
             return op_error(ops, op, "%s: argument '%s': no unique C name", s->full_name, s->args[i].name);
         memcpy(names[nnames++], op->params[i], KV_GEN_IDENT_MAX);
     }
+    if (op->ret_kind == KV_GEN_RET_TENSOR_LIST) {
+        snprintf(op->outs[0], KV_GEN_IDENT_MAX, "out");
+        if (!make_unique(names, nnames, op->outs[0]))
+            return op_error(ops, op, "%s: return 0: no unique C name", s->full_name);
+        return KV_OK;
+    }
     if (op->ret_kind != KV_GEN_RET_OUTPARAMS) return KV_OK;
     for (int i = 0; i < s->nreturns; i++) {
         kv_gen_ret_map m;

@@ -112,9 +112,19 @@ bool kv_gen_map_return(kv_type t, kv_gen_ret_map *out) {
     return false;
 }
 
+int kv_gen_first_list_arg(const kv_schema *s) {
+    for (int i = 0; i < s->nargs; i++)
+        if (s->args[i].type.kind == KV_TYPE_TENSOR && s->args[i].type.is_list) return i;
+    return -1;
+}
+
 kv_gen_ret_kind kv_gen_return_kind(const kv_schema *s) {
     if (s->nreturns != 1) return KV_GEN_RET_OUTPARAMS;
     const kv_arg *r = &s->returns[0];
+    /* A Tensor[] return has as many elements as the op's first Tensor[]
+     * argument (PyTorch's foreach ops): without one its length is unknown. */
+    if (r->type.kind == KV_TYPE_TENSOR && r->type.is_list && !r->type.optional && kv_gen_first_list_arg(s) >= 0)
+        return KV_GEN_RET_TENSOR_LIST;
     if (r->type.kind != KV_TYPE_TENSOR || r->type.is_list || r->type.optional)
         return KV_GEN_RET_OUTPARAMS;
     return r->alias.is_write ? KV_GEN_RET_ALIAS : KV_GEN_RET_TENSOR;
