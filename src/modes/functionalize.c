@@ -417,8 +417,10 @@ static kv_status fz_copy_back(kv_keyset ks, kv_tensor *self, kv_tensor *result, 
     kv_stack st = kv_stack_on(slots, KV_STACK_MAX);
     kv_status rc = KV_OK;
     if (kv_tensor_internal_overlap(dst, NULL) == KV_OVERLAP_YES) {
-        for (int i = 0; i < args->size && rc == KV_OK; i++) rc = kv_stack_push(&st, args->slots[i]);
-        if (rc == KV_OK) rc = kv_redispatch(inplace, ks & kv_keyset_below(KV_KEY_FUNCTIONALIZE), &st);
+        if (inplace == NULL) /* the list ops refuse overlapping elements first */
+            rc = kv_error(KV_ERR_INTERNAL, "copy_: Functionalize: no op to write an overlapping self with");
+        for (int i = 0; inplace != NULL && i < args->size && rc == KV_OK; i++) rc = kv_stack_push(&st, args->slots[i]);
+        if (rc == KV_OK && inplace != NULL) rc = kv_redispatch(inplace, ks & kv_keyset_below(KV_KEY_FUNCTIONALIZE), &st);
     } else {
         kv_push_tensor(&st, dst);
         kv_push_tensor(&st, src);
@@ -481,6 +483,17 @@ static kv_status fz_list_inplace(int row, kv_keyset ks, kv_stack *stack) {
     if (stack->size < 1 || stack->slots[0].tag != KV_IV_TENSOR_LIST)
         return kv_error(KV_ERR_INTERNAL, "%s: Functionalize: argument 'self' is not a tensor list", r->inplace);
     const kv_tensor_list self = stack->slots[0].v.tensors;
+    /* An overlapping element is refused as its own in-place op refuses
+     * it, before anything runs (no list op writes one value everywhere,
+     * as fill_ does, so copy_ can always write the elements back). */
+    for (int e = 0; e < self.n; e++) {
+        const kv_status ov = kv_tensor_check_no_internal_overlap(r->inplace, "self", self.items[e]);
+        if (ov != KV_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", kv_last_error_message());
+            return kv_error(ov, "%s: element %d: %s", r->inplace, e, msg);
+        }
+    }
     /* The functional op leaves one return per element. */
     const int cap = self.n > stack->size ? self.n : stack->size;
     kv_ivalue *slots = malloc(sizeof *slots * (size_t)(cap > 0 ? cap : 1));
@@ -502,7 +515,7 @@ static kv_status fz_list_inplace(int row, kv_keyset ks, kv_stack *stack) {
             rc = kv_error(rc, "%s: element %d: %s", r->inplace, e, msg);
         }
     }
-    for (int e = 0; e < self.n && rc == KV_OK; e++) rc = fz_copy_back(ks, self.items[e], st.slots[e].v.tensor);
+    for (int e = 0; e < self.n && rc == KV_OK; e++) rc = fz_copy_back(ks, self.items[e], st.slots[e].v.tensor, NULL, NULL);
     if (st.size == self.n) kv_stack_clear_returns(&st);
     free(slots);
     if (rc == KV_OK) stack->size = 0; /* -> () */
