@@ -372,13 +372,14 @@ typedef struct measure {
 
 /* One sample of variant i, appended to its times: an untimed lead-in
  * call, then `batch` calls between two readings of the clock, per run.
- * The lead-in is why the sample measures what a dispatched call costs:
- * in a program's loop (and in kvrun's perf mode) a call follows a call
- * of the same variant, with that variant's output block back in the
- * allocator's cache and its data in the caches, whereas in a round the
- * previous call was another variant's (a reference kernel that took 25 ms
- * and pushed the inputs out of the caches, a threaded one that left the
- * output's lines in the other core's cache). false: a run failed. */
+ * The lead-in makes the timed call what a program's loop (and kvrun's
+ * perf mode) pays: a call that follows a call of the same variant. In a
+ * round the previous call was another variant's, and the first call
+ * after a stretch of other work pays to bring its data back: measured on
+ * this machine, the first 1M-element add after a 25 ms reference call
+ * took 3.9x its steady time (after a 2 ms spin, 1.7x to 2.1x), and a
+ * threaded variant's helper threads start on a core that did other work
+ * meanwhile. false: a run failed. */
 static bool sample(measure *m, int i) {
     if (!run_once(m->s, i, m->args, m->n)) return false;
     if (m->sync) m->sync();
