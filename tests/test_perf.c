@@ -77,8 +77,15 @@ static kv_status var_broken(const kv_op *op, kv_keyset ks, kv_stack *s) {
 
 /* kvpt.c: two variants with costs a test sets, for the 5% boundary. */
 static uint64_t g_c_cost[2];
+/* A stretch of kvpt.c calls (by number) during which the machine runs 3
+ * times slower, as when another process takes the core. */
+static int g_c_calls, g_c_slow_from, g_c_slow_to;
+static char g_c_order[128];
 static kv_status c_run(int v, kv_stack *s) {
-    g_now += g_c_cost[v];
+    g_c_calls++;
+    const bool slow = g_c_calls >= g_c_slow_from && g_c_calls <= g_c_slow_to;
+    g_now += slow ? 3 * g_c_cost[v] : g_c_cost[v];
+    if (g_c_calls < (int)sizeof g_c_order) g_c_order[g_c_calls - 1] = v ? 'x' : 'r';
     kv_tensor *self = kv_arg_tensor(s, 0);
     kv_tensor_retain(self);
     kv_stack_return_tensor(s, self);
@@ -171,9 +178,11 @@ static void test_rows_exact(void **state) {
     assert_null(row_named(&r, "f64only"));
     assert_int_equal(g_runs[V_F64], 0);
     /* Perf calls per variant: 2 warm-up + 10 timed, after the tuner's
-     * 1 + 5 (kv_tune_choice tunes the uncached geometry). */
-    assert_int_equal(g_runs[V_REF], 6 + 12);
-    assert_int_equal(g_runs[V_SLOW], 6 + 12);
+     * 1 warm-up + 5 samples of a lead-in and a timed run (kv_tune_choice
+     * tunes the uncached geometry; no variant is 8 times the best, and
+     * the samples' quartiles do not meet: no close call). */
+    assert_int_equal(g_runs[V_REF], 11 + 12);
+    assert_int_equal(g_runs[V_SLOW], 11 + 12);
     const kv_perf_row *ref = row_named(&r, "ref"), *fast = row_named(&r, "fast"), *slow = row_named(&r, "slow");
     assert_int_equal(ref->median_ns, 400);
     assert_int_equal(ref->min_ns, 400);
@@ -254,6 +263,61 @@ static void test_within_boundary(void **state) {
         assert_true(r.rows[k[i].ref == k[i].x ? 0 : 1].fastest);
         kv_perf_report_free(&r);
     }
+    kv_case_list_free(&cases);
+}
+
+/* --perf-interleave: the variants in rounds, so a slow stretch of the
+ * machine hits all of them alike (a hopeless one is timed in a row). Both variants cost 100; calls 13 to 24
+ * run 3 times slower. In a row (2 warm-up + 10 timed calls each), ref
+ * takes calls 1-12 and x 13-24: x reads 300 and the pair is judged a
+ * miss. In rounds (each an untimed and a timed call per variant), the
+ * stretch covers 3 timed calls of each: both medians 100, within 5%. */
+static void test_interleave_rounds(void **state) {
+    (void)state;
+    kv_case_list cases;
+    load_cases("--op=kvpt.c --dtype=f32 --shape=3\n", &cases);
+    const kv_op *op = kv_op_find("kvpt.c");
+    kv_tune_config off = kv_tune_config_get();
+    off.tuning = false; /* no timed runs before the measurement: the choice is x, the last */
+    assert_int_equal(kv_tune_op_config_set(op, &off), KV_OK);
+    g_c_cost[0] = g_c_cost[1] = 100;
+    kv_perf_options o;
+    fake_options(&o, 2, 10);
+    for (int interleave = 0; interleave < 2; interleave++) {
+        o.interleave = interleave;
+        g_c_calls = 0;
+        g_c_slow_from = 13;
+        g_c_slow_to = 24;
+        memset(g_c_order, 0, sizeof g_c_order);
+        kv_perf_report r = { 0 };
+        assert_int_equal(kv_perf_case(&o, &cases.items[0], &r, NULL), KV_OK);
+        assert_int_equal(r.n, 2);
+        assert_true(r.rows[1].chosen);
+        assert_int_equal(r.rows[0].reps, 10);
+        assert_int_equal(r.rows[1].reps, 10);
+        assert_int_equal(r.rows[0].median_ns, 100);
+        assert_int_equal(r.rows[1].median_ns, interleave ? 100 : 300);
+        assert_int_equal(r.within, interleave);
+        assert_int_equal(g_c_calls, interleave ? 2 * (2 + 2 * 10) : 2 * (2 + 10));
+        /* Warm-ups first, then per round: ref untimed, timed, x untimed, timed. */
+        assert_memory_equal(g_c_order, interleave ? "rrxxrrxxrr" : "rrrrrrrrrrrrxx", interleave ? 10 : 14);
+        kv_perf_report_free(&r);
+    }
+    /* A variant more than 8 times the fastest (in its last warm-up call)
+     * is timed in a row after the rounds, not between the others' calls. */
+    g_c_slow_from = g_c_slow_to = 0;
+    g_c_cost[0] = 1000;
+    g_c_calls = 0;
+    memset(g_c_order, 0, sizeof g_c_order);
+    o.interleave = true;
+    kv_perf_report r = { 0 };
+    assert_int_equal(kv_perf_case(&o, &cases.items[0], &r, NULL), KV_OK);
+    assert_int_equal(r.rows[0].median_ns, 1000);
+    assert_int_equal(r.rows[1].median_ns, 100);
+    assert_int_equal(r.rows[0].reps, 10);
+    assert_memory_equal(g_c_order, "rrxxxxxxxxxxxxxxxxxxxxxxrrrrrrrrrr", 34);
+    kv_perf_report_free(&r);
+    assert_int_equal(kv_tune_op_config_set(op, NULL), KV_OK);
     kv_case_list_free(&cases);
 }
 
@@ -454,6 +518,8 @@ static void test_kvrun(void **state) {
     char cmd[512];
     assert_int_equal(sh("KV_BACKEND_PATH= build/kvrun --perf-reps=3 --op=neg 2>&1", out, sizeof out), 2);
     assert_non_null(strstr(out, "--perf-reps needs --mode=perf"));
+    assert_int_equal(sh("KV_BACKEND_PATH= build/kvrun --perf-interleave --op=neg 2>&1", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--perf-interleave needs --mode=perf"));
     assert_int_equal(sh("KV_BACKEND_PATH= build/kvrun --mode=perf --jobs=2 --op=neg 2>&1", out, sizeof out), 2);
     assert_int_equal(sh("KV_BACKEND_PATH= build/kvrun --mode=perf --perf-reps=0 --op=neg 2>&1", out, sizeof out), 2);
     /* The case option is still a case option; mode=perf in a line is not. */
@@ -482,6 +548,18 @@ static void test_kvrun(void **state) {
     assert_string_equal(json_string_value(json_object_get(ref, "op")), "neg");
     assert_int_equal(json_integer_value(json_object_get(ref, "reps")), 1);
     json_decref(ref);
+    /* In rounds: the same rows. */
+    snprintf(cmd, sizeof cmd,
+             "KV_BACKEND_PATH= build/kvrun --mode=perf --perf-interleave --op=neg --shape=8 --perf-reps=2 "
+             "--report-dir=%s/cli2",
+             g_dir);
+    assert_int_equal(sh(cmd, out, sizeof out), 0);
+    snprintf(path, sizeof path, "%s/cli2/perf.jsonl", g_dir);
+    ref = jsonl_line(path, 0, &n);
+    assert_true(n >= 2);
+    assert_string_equal(json_string_value(json_object_get(ref, "variant")), "ref");
+    assert_int_equal(json_integer_value(json_object_get(ref, "reps")), 2);
+    json_decref(ref);
 }
 
 int main(void) {
@@ -490,6 +568,7 @@ int main(void) {
         cmocka_unit_test_setup(test_rows_exact, reset),
         cmocka_unit_test_setup(test_choice_not_within, reset),
         cmocka_unit_test_setup(test_within_boundary, reset),
+        cmocka_unit_test_setup(test_interleave_rounds, reset),
         cmocka_unit_test_setup(test_skips, reset),
         cmocka_unit_test_setup_teardown(test_run_reports, make_dir, remove_dir),
         cmocka_unit_test_setup(test_grammar_refuses_perf, reset),

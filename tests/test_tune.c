@@ -35,9 +35,18 @@ static uint64_t fake_clock(void *ctx) {
 enum { VA, VB, VC, VN };
 static uint64_t g_cost[VN];
 /* Per-variant costs by call number, so one run can be an outlier. */
-static uint64_t g_cost_seq[VN][16];
+static uint64_t g_cost_seq[VN][32];
 static int g_seq_len[VN];
 static int g_runs[VN];
+/* What the machine does to a run, beyond its own cost: a variant that is
+ * slow unless the previous run was its own (g_cold: a threaded kernel
+ * whose helper core went cold), and a variant whose every run makes the
+ * next g_disturb_runs runs of the others g_disturb_extra slower (a
+ * reference kernel that ran long enough for the caches to be lost). */
+static uint64_t g_cold[VN];
+static int g_last_variant = -1;
+static int g_disturber = -1, g_disturb_runs, g_disturb_left;
+static uint64_t g_disturb_extra;
 
 static void variants_reset(uint64_t a, uint64_t b, uint64_t c) {
     g_cost[VA] = a;
@@ -45,11 +54,22 @@ static void variants_reset(uint64_t a, uint64_t b, uint64_t c) {
     g_cost[VC] = c;
     memset(g_runs, 0, sizeof g_runs);
     memset(g_seq_len, 0, sizeof g_seq_len);
+    memset(g_cold, 0, sizeof g_cold);
+    g_last_variant = g_disturber = -1;
+    g_disturb_runs = g_disturb_left = 0;
 }
 
 static kv_status run_variant(int v, kv_stack *stack) {
     uint64_t cost = g_cost[v];
     if (g_seq_len[v] > 0) cost = g_cost_seq[v][g_runs[v] % g_seq_len[v]];
+    if (g_cold[v] > 0 && g_last_variant != v) cost = g_cold[v];
+    if (v == g_disturber) {
+        g_disturb_left = g_disturb_runs;
+    } else if (g_disturb_left > 0) {
+        cost += g_disturb_extra;
+        g_disturb_left--;
+    }
+    g_last_variant = v;
     g_runs[v]++;
     g_now += cost;
     kv_tensor *self = kv_arg_tensor(stack, 0);
@@ -513,10 +533,13 @@ static void test_tuning_picks_fastest_and_caches(void **state) {
     (void)state;
     kv_tensor *t = tensor2(2, 3, KV_F32);
     assert_string_equal(choice_for(t), "B");
-    /* 1 warm-up + 5 timed runs each: A is timed first, and neither B nor
-     * C is more than 8 times slower than the best so far, so none is cut. */
-    assert_int_equal(g_runs[VB], 6);
-    assert_int_equal(g_runs[VC], 6);
+    /* A (100) is more than 8 times B (10) after two screening rounds and
+     * stops; B and C drop those two samples, settle with one untimed run
+     * and get 5 rounds, each a lead-in run and a timed one: 1 warm-up +
+     * 2 x 2 + 1 + 5 x 2 runs each. C (50) is not close to B: no more. */
+    assert_int_equal(g_runs[VA], 1 + 2 * 2);
+    assert_int_equal(g_runs[VB], 16);
+    assert_int_equal(g_runs[VC], 16);
     assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 1);
     /* Cached: calls run B once each, no more tuning. */
     memset(g_runs, 0, sizeof g_runs);
@@ -600,6 +623,114 @@ static void test_tuning_median_and_ties(void **state) {
         variants_reset(30, 20, 25);
         assert_string_equal(choice_for(t), "B");
     }
+    kv_tensor_release(t);
+}
+
+/* ---- what a timed run is: the call a cache hit makes, in a loop ---- */
+
+/* A timed run is the predicate and the kernel, as on a cache hit: P's
+ * kernel is the faster (10 against 30) but its predicate costs 50, so a
+ * dispatched call of P costs 60. Timing the kernels alone picked P. */
+static uint64_t g_pred_cost;
+static bool pred_costly(const kv_op *op, const kv_stack *s) {
+    (void)op;
+    (void)s;
+    g_now += g_pred_cost;
+    return true;
+}
+
+static void test_timed_run_includes_the_predicate(void **state) {
+    (void)state;
+    static const kv_op *op;
+    if (op == NULL) {
+        assert_int_equal(kv_op_register("kvtt.p(Tensor self) -> Tensor", &op), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.p", KV_KEY_CPU, "P", var_a, pred_costly), KV_OK);
+        assert_int_equal(kv_tune_register_variant("kvtt.p", KV_KEY_CPU, "Q", var_b, NULL), KV_OK);
+    }
+    variants_reset(10, 30, 0);
+    g_pred_cost = 50;
+    kv_tensor *t = tensor2(2, 6, KV_F32);
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    kv_push_tensor(&s, t);
+    const char *name = NULL;
+    assert_int_equal(kv_tune_choice(op, KV_KEY_CPU, &s, &name, NULL), KV_OK);
+    assert_string_equal(name, "Q");
+    /* A cheap predicate: P wins again. */
+    kv_tune_cache_clear();
+    g_pred_cost = 5;
+    assert_int_equal(kv_tune_choice(op, KV_KEY_CPU, &s, &name, NULL), KV_OK);
+    assert_string_equal(name, "P");
+    g_pred_cost = 0;
+    kv_tensor_release(t);
+}
+
+/* Each timed run follows a run of the same variant (an untimed lead-in),
+ * as in a program's loop and in kvrun's perf mode: A costs 10 right after
+ * itself and 100 after another variant (a threaded kernel whose second
+ * core went cold meanwhile). In plain rounds A always followed B and
+ * measured 100, so B (40) won, though a loop of A costs 10 a call. */
+static void test_timed_run_follows_its_own_variant(void **state) {
+    (void)state;
+    variants_reset(10, 40, 0);
+    g_cold[VA] = 100;
+    kv_tensor *t = tensor2(3, 7, KV_F64); /* C refuses f64 */
+    assert_string_equal(choice_for(t), "A");
+    kv_tensor_release(t);
+}
+
+/* A hopeless variant (A, 10000) runs long enough in the two screening
+ * rounds to slow the next runs of the others (+100 each, for 3 or 6 runs
+ * after each of its runs). Once it stops, the survivors' screening
+ * samples are dropped and one untimed run each settles the machine, so B
+ * (30) wins over C (33). Before, B, timed right after A, kept 3 slow
+ * samples of 5 (3 runs) and lost to C; with lead-ins but the screening
+ * samples kept, 6 runs do the same. */
+static void test_hopeless_variant_screening_samples_dropped(void **state) {
+    (void)state;
+    const int spans[2] = { 3, 6 };
+    for (int k = 0; k < 2; k++) {
+        kv_tune_cache_clear();
+        variants_reset(10000, 30, 33);
+        g_disturber = VA;
+        g_disturb_runs = spans[k];
+        g_disturb_extra = 100;
+        kv_tensor *t = tensor2(2, 9, KV_F32);
+        assert_string_equal(choice_for(t), "B");
+        /* A stopped after its 2 screening samples (lead-in and timed run
+         * each, after 1 warm-up run); B's 5 samples were all clean, so B
+         * and C were clearly apart and needed no second look (had the
+         * screening samples stayed, only the close call's 5 more rounds
+         * would have saved B). */
+        assert_int_equal(g_runs[VA], 1 + 2 * 2);
+        assert_int_equal(g_runs[VB], 1 + 2 * 2 + 1 + 5 * 2);
+        kv_tensor_release(t);
+    }
+}
+
+/* A close call is timed again: A's first 5 samples (110, 110, 110, 90,
+ * 90: median 110) lose to B's steady 100, but A's lower quartile (90) is
+ * under B's upper one (100), so the two get 5 more rounds, in which A
+ * takes 90, and the medians of all 10 samples (90 against 100) decide.
+ * One look at 5 samples picked B. */
+static void test_close_call_timed_again(void **state) {
+    (void)state;
+    variants_reset(0, 100, 0);
+    /* A's runs in order: 1 warm-up, then a lead-in (odd) and a timed run
+     * (even) per round; the timed runs 2..10 are the first 5 samples. */
+    for (int i = 0; i < 32; i++) g_cost_seq[VA][i] = 90;
+    g_cost_seq[VA][2] = g_cost_seq[VA][4] = g_cost_seq[VA][6] = 110;
+    g_cost_seq[VA][1] = g_cost_seq[VA][3] = g_cost_seq[VA][5] = 110;
+    g_seq_len[VA] = 32;
+    kv_tensor *t = tensor2(4, 7, KV_F64); /* C refuses f64 */
+    assert_string_equal(choice_for(t), "A");
+    assert_int_equal(g_runs[VA], 1 + 10 * 2);
+    assert_int_equal(g_runs[VB], 1 + 10 * 2);
+    /* Clearly apart (quartiles do not meet): no second look. */
+    kv_tune_cache_clear();
+    variants_reset(50, 100, 0);
+    assert_string_equal(choice_for(t), "A");
+    assert_int_equal(g_runs[VB], 1 + 5 * 2);
     kv_tensor_release(t);
 }
 
@@ -762,9 +893,14 @@ static void test_analyse_once_on_cache_hit(void **state) {
     kv_ivalue slots[KV_STACK_MAX];
     kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
     kv_push_tensor(&s, t);
-    assert_int_equal(kv_call(op, &s), KV_OK); /* tunes: the kernel finds no stash */
+    assert_int_equal(kv_call(op, &s), KV_OK);
     kv_stack_clear_returns(&s);
-    assert_int_equal(g_stash_taken, 0);
+    /* Tuning: every run the tuner makes of S is the call a cache hit
+     * makes (the predicate's analysis taken by the kernel); the deciding
+     * call itself, whose predicates all ran, finds no stash. */
+    assert_true(g_runs[VB] > 2);
+    assert_int_equal(g_stash_taken, g_runs[VB] - 1);
+    g_stash_taken = 0;
     g_analyses = 0;
     for (int i = 0; i < 4; i++) {
         s = kv_stack_on(slots, KV_STACK_MAX);
@@ -775,13 +911,14 @@ static void test_analyse_once_on_cache_hit(void **state) {
     /* Cache hits: one analysis per call (the predicate's), taken by the kernel. */
     assert_int_equal(g_analyses, 4);
     assert_int_equal(g_stash_taken, 4);
-    /* Called directly (no dispatcher, nothing armed): it analyses itself. */
+    /* Called directly, the same call: one analysis, taken by the kernel
+     * (what kvrun's perf mode times is what a dispatch pays). */
     s = kv_stack_on(slots, KV_STACK_MAX);
     kv_push_tensor(&s, t);
     assert_int_equal(kv_tune_call_variant(op, KV_KEY_CPU, "S", &s), KV_OK);
     kv_stack_clear_returns(&s);
-    assert_int_equal(g_stash_taken, 4);
-    assert_int_equal(g_analyses, 6);
+    assert_int_equal(g_stash_taken, 5);
+    assert_int_equal(g_analyses, 5);
     kv_tensor_release(t);
 }
 
@@ -815,17 +952,19 @@ static void test_first_warmup_separate_from_rewarmup(void **state) {
     kv_tune_config c = { 3, 1, 2, true, 0, 0, 0 }; /* first: 3 warm-up runs; re-tune: none */
     assert_int_equal(kv_tune_config_set(&c), KV_OK);
     kv_tensor *t = tensor2(4, 3, KV_F32);
-    assert_int_equal(call_a(t), KV_OK); /* first evaluation: 3 + 1 runs each, then B runs the call */
-    assert_int_equal(g_runs[VA], 4);
-    assert_int_equal(g_runs[VC], 4);
-    assert_int_equal(g_runs[VB], 5);
+    /* First evaluation: 3 warm-up runs, then a lead-in and a timed run
+     * each; then B runs the call. */
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VA], 5);
+    assert_int_equal(g_runs[VC], 5);
+    assert_int_equal(g_runs[VB], 6);
     assert_int_equal(call_a(t), KV_OK); /* call 2: cached */
     memset(g_runs, 0, sizeof g_runs);
-    assert_int_equal(call_a(t), KV_OK); /* call 3: re-evaluation, 0 + 1 runs each */
+    assert_int_equal(call_a(t), KV_OK); /* call 3: re-evaluation, 0 + 2 runs each */
     assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 2);
-    assert_int_equal(g_runs[VA], 1);
-    assert_int_equal(g_runs[VC], 1);
-    assert_int_equal(g_runs[VB], 2);
+    assert_int_equal(g_runs[VA], 2);
+    assert_int_equal(g_runs[VC], 2);
+    assert_int_equal(g_runs[VB], 3);
     c.rewarmup = -1;
     assert_int_equal(kv_tune_config_set(&c), KV_ERR_INVALID_ARG);
     kv_tensor_release(t);
@@ -863,7 +1002,7 @@ static void test_per_op_settings(void **state) {
     kv_push_tensor(&s, t);
     assert_int_equal(kv_call(late, &s), KV_OK);
     kv_stack_clear_returns(&s);
-    assert_int_equal(g_runs[VA], 1 + 3); /* its own reps, not the global 5 */
+    assert_int_equal(g_runs[VA], 1 + 3 * 2); /* its own reps (lead-in + timed), not the global 5 */
     /* NULL puts an op back on the global settings; bad ones are refused. */
     assert_int_equal(kv_tune_op_config_set(g_op, NULL), KV_OK);
     assert_int_equal(kv_tune_op_config_get(g_op).retune_after, 0);
@@ -1053,6 +1192,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_tuning_picks_fastest_and_caches, reset),
         cmocka_unit_test_setup(test_untimed_mode_ignores_timing_cache_and_force, reset),
         cmocka_unit_test_setup(test_tuning_median_and_ties, reset),
+        cmocka_unit_test_setup(test_timed_run_includes_the_predicate, reset),
+        cmocka_unit_test_setup(test_timed_run_follows_its_own_variant, reset),
+        cmocka_unit_test_setup(test_hopeless_variant_screening_samples_dropped, reset),
+        cmocka_unit_test_setup(test_close_call_timed_again, reset),
         cmocka_unit_test_setup(test_retune_after_n_calls, reset),
         cmocka_unit_test_setup(test_geometry_scalars_only_when_declared, reset),
         cmocka_unit_test_setup(test_cached_choice_refused_uses_ranking, reset),

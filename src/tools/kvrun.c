@@ -99,6 +99,9 @@ static void usage(FILE *f) {
             "                      is the case option. e.g. kvrun --mode=perf cases/perf/large.perf\n"
             "  --perf-reps=N       timed calls per variant in perf mode (default %d, after\n"
             "                      %d untimed ones)\n"
+            "  --perf-interleave   perf mode times the variants of a case in rounds (each\n"
+            "                      round: every variant's untimed call, then its timed one)\n"
+            "                      instead of each variant's calls in a row\n"
             "  --merge DIR...      combine the report folders of the shards of one run into\n"
             "                      one report (written to --report-dir)\n"
             "  --version           print the version and the number of ops\n"
@@ -272,6 +275,7 @@ static const kv_flag kv_flags[] = {
     { "help", KV_FLAG_BOOL, false },       { "version", KV_FLAG_BOOL, false },
     { "list-ops", KV_FLAG_BOOL, false },   { "backend", KV_FLAG_VALUE, true },
     { "gate", KV_FLAG_VALUE, false },      { "perf-reps", KV_FLAG_VALUE, false },
+    { "perf-interleave", KV_FLAG_BOOL, false },
     { "accel-target", KV_FLAG_VALUE, false }, { "require-backend", KV_FLAG_VALUE, true },
     { "golden", KV_FLAG_VALUE, false },    { "retry", KV_FLAG_VALUE, false },
     { "flaky", KV_FLAG_VALUE, false },    { "verbose", KV_FLAG_BOOL, false },
@@ -465,6 +469,8 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->version = true;
     } else if (strcmp(n, "list-ops") == 0) {
         c->list_ops = true;
+    } else if (strcmp(n, "perf-interleave") == 0) {
+        c->perf_o.interleave = true;
     } else if (strcmp(n, "perf-reps") == 0) {
         if (kv_parse_int(v, 1, KV_PERF_MAX_REPS, &c->perf_o.reps) != 0) {
             return kv_usage_error("--perf-reps=%s: must be a whole number from 1 to %d", v, KV_PERF_MAX_REPS);
@@ -618,7 +624,8 @@ static int kv_perf_flags_check(const kv_cli *c) {
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
         if (!c->seen[f]) continue;
-        if (strcmp(n, "perf-reps") == 0 && !c->perf) return kv_usage_error("--perf-reps needs --mode=perf");
+        if ((strcmp(n, "perf-reps") == 0 || strcmp(n, "perf-interleave") == 0) && !c->perf)
+            return kv_usage_error("--%s needs --mode=perf", n);
         for (size_t i = 0; c->perf && i < sizeof not_perf / sizeof not_perf[0]; i++) {
             if (strcmp(n, not_perf[i]) == 0)
                 return kv_usage_error("--%s does not apply to --mode=perf (it times variants in this process)", n);

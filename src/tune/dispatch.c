@@ -102,6 +102,16 @@ static int choose(tune_slot *s, const kv_stack *stack, kv_status *st, bool *only
     return idx;
 }
 
+bool kv_tune_run_as_hit(const tune_slot *s, int i, kv_keyset ks, kv_stack *stack, kv_status *st) {
+    const tune_variant *v = &s->v[i];
+    kv_tune_stash_arm(s->op, stack);
+    const bool accepted = v->pred == NULL || v->pred(s->op, stack);
+    *st = KV_OK;
+    if (accepted) *st = v->fn(s->op, ks, stack);
+    kv_tune_stash_disarm();
+    return accepted;
+}
+
 kv_status kv_tune_dispatch_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     const kv_key key = kv_keyset_highest(ks);
     tune_slot *s = kv_tune_slot_find(op, key);

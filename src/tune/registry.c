@@ -245,9 +245,9 @@ kv_status kv_tune_call_variant(const kv_op *op, kv_key backend, const char *name
     if (s == NULL || i < 0)
         return kv_error(KV_ERR_INVALID_ARG, "%s: %s has no variant '%s'", kv_op_name(op),
                         kv_key_is_backend(backend) ? kv_key_name(backend) : "(not a backend)", name ? name : "(null)");
-    const tune_variant *v = &s->v[i];
-    if (v->pred && !v->pred(op, stack))
+    kv_status st;
+    if (!kv_tune_run_as_hit(s, i, kv_keyset_of(backend), stack, &st))
         return kv_error(KV_ERR_INVALID_ARG, "%s: variant '%s' of %s is not compatible with this call", kv_op_name(op),
-                        v->name, kv_key_name(backend));
-    return v->fn(op, kv_keyset_of(backend), stack);
+                        s->v[i].name, kv_key_name(backend));
+    return st;
 }

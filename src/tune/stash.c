@@ -7,10 +7,12 @@
  * arguments. The dispatcher arms this thread's stash for exactly that
  * call (op and stack) before the predicate and disarms it after the
  * kernel; only an armed stash takes a fill or gives one back, so an
- * analysis can never outlive its call or reach another one. A predicate
- * called on any other path (the tuner trying every variant, a compatibility
- * query, a nested call) finds the stash unarmed or armed for another call,
- * and analyses into its own frame as before. */
+ * analysis can never outlive its call or reach another one. The tuner's
+ * timed runs and kv_tune_call_variant make the same call the same way
+ * (kv_tune_run_as_hit), so they time what a dispatch costs. A predicate
+ * called on any other path (the tuner checking which variants accept the
+ * call, a compatibility query, a nested call) finds the stash unarmed or
+ * armed for another call, and analyses into its own frame as before. */
 #include "tune/tune_internal.h"
 
 #include <stdalign.h>

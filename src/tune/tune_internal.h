@@ -135,6 +135,15 @@ void kv_tune_log_choice(const tune_slot *s, const kv_stack *stack, int choice, t
 void kv_tune_stash_arm(const kv_op *op, const kv_stack *stack);
 void kv_tune_stash_disarm(void);
 
+/* ---- one call as a cache hit makes it (dispatch.c) ---- */
+/* Variant i of s on the stack the way a tuner cache hit runs it: the
+ * stash armed for this call, the predicate, then (when it accepts) the
+ * kernel, the stash disarmed. Returns whether the predicate accepted;
+ * *st is the kernel's status (KV_OK when it did not run). What the tuner
+ * times and what kv_tune_call_variant (kvrun's perf mode) runs, so both
+ * measure the call a dispatch pays for. */
+bool kv_tune_run_as_hit(const tune_slot *s, int i, kv_keyset ks, kv_stack *stack, kv_status *st);
+
 /* ---- pin (dispatch.c) ---- */
 /* This thread's pin for (op, key): a variant index, or -1. */
 int kv_tune_pinned(const kv_op *op, kv_key key);

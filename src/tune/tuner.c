@@ -1,11 +1,16 @@
 /* The tuner: timing the compatible variants of one call (kv/tune.h).
  *
- * Each variant runs `warmup` times untimed (`rewarmup` when re-tuning),
- * then `reps` times between two readings of the clock with the backend's
- * sync before and after, in interleaved rounds; the lowest median wins,
- * ties going to the earlier registered variant. A variant whose best of
- * its first two timed runs is more than 8 times the best variant's stops
- * there (it cannot win and may be slow: a reference mm).
+ * It times what a dispatched call costs. A run is the call a cache hit
+ * makes (kv_tune_run_as_hit: the predicate with the stash armed, then the
+ * kernel, its returns released). Each variant runs `warmup` times untimed
+ * (`rewarmup` when re-tuning); then come interleaved rounds of samples,
+ * a sample being an untimed lead-in run and the timed run(s) right after
+ * it, with the backend's sync before and after. After two rounds a
+ * variant more than 8 times slower than the best stops; if one did, the
+ * others' samples so far are dropped and they get `reps` fresh rounds,
+ * else the two rounds count. The lowest median wins, ties going to the
+ * earlier registered variant; variants whose samples overlap the best's
+ * (a close call) get `reps` more rounds first.
  *
  * Runs never touch the caller's data: they use a copy of the stack whose
  * mutable (a!) tensors are replaced by fresh tensors of the same geometry
@@ -327,11 +332,21 @@ static kv_tensor *clone_geometry(const kv_tensor *t) {
     return c;
 }
 
-static bool run_once(const tune_slot *s, const tune_variant *v, const kv_ivalue *args, int n) {
+/* One call of variant i on a copy of the stack, as a cache hit runs it
+ * (the predicate with the stash armed, then the kernel), its returns
+ * released. The predicate's answer on the copy is not used: the caller's
+ * call decided compatibility, and a copy only differs in aliasing and
+ * alignment, which makes it no harder for a kernel. */
+static bool run_once(const tune_slot *s, int i, const kv_ivalue *args, int n) {
     kv_ivalue slots[KV_STACK_MAX];
     memcpy(slots, args, (size_t)n * sizeof *slots);
     kv_stack st = { slots, n, KV_STACK_MAX };
-    if (v->fn(s->op, kv_keyset_of(s->key), &st) != KV_OK) return false;
+    kv_status rc;
+    if (!kv_tune_run_as_hit(s, i, kv_keyset_of(s->key), &st, &rc)) {
+        st = (kv_stack){ slots, n, KV_STACK_MAX };
+        rc = s->v[i].fn(s->op, kv_keyset_of(s->key), &st);
+    }
+    if (rc != KV_OK) return false;
     kv_stack_clear_returns(&st);
     return true;
 }
@@ -339,6 +354,101 @@ static bool run_once(const tune_slot *s, const tune_variant *v, const kv_ivalue 
 static int cmp_u64(const void *a, const void *b) {
     const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
+}
+
+/* What one measurement works on: the slot, the copy of the call, and
+ * every variant's samples so far. */
+typedef struct measure {
+    tune_slot *s;
+    const kv_ivalue *args;
+    int n, nv;
+    void (*sync)(void);
+    uint64_t times[KV_TUNE_MAX_VARIANTS][2 * TUNE_MAX_REPS];
+    int done[KV_TUNE_MAX_VARIANTS];
+    int batch[KV_TUNE_MAX_VARIANTS];
+    bool live[KV_TUNE_MAX_VARIANTS];
+    tune_timing *tm;
+} measure;
+
+/* One sample of variant i, appended to its times: an untimed lead-in
+ * call, then `batch` calls between two readings of the clock, per run.
+ * The lead-in makes the timed call what a program's loop (and kvrun's
+ * perf mode) pays: a call that follows a call of the same variant. In a
+ * round the previous call was another variant's, and the first call
+ * after a stretch of other work pays to bring its data back: measured on
+ * this machine, the first 1M-element add after a 25 ms reference call
+ * took 3.9x its steady time (after a 2 ms spin, 1.7x to 2.1x), and a
+ * threaded variant's helper threads start on a core that did other work
+ * meanwhile. false: a run failed. */
+static bool sample(measure *m, int i) {
+    if (!run_once(m->s, i, m->args, m->n)) return false;
+    if (m->sync) m->sync();
+    const uint64_t t0 = kv_tune_now();
+    bool good = true;
+    for (int b = 0; b < m->batch[i] && good; b++) good = run_once(m->s, i, m->args, m->n);
+    if (m->sync) m->sync();
+    const uint64_t t1 = kv_tune_now();
+    if (!good) return false;
+    m->times[i][m->done[i]++] = (t1 >= t0 ? t1 - t0 : 0) / (uint64_t)m->batch[i];
+    return true;
+}
+
+/* `rounds` rounds over the live variants in `among`: round r samples each
+ * of them once, so a noisy stretch of the machine (2 shared cores) hurts
+ * every variant's r-th sample a little instead of one variant's samples a
+ * lot. */
+static void run_rounds(measure *m, int rounds, const bool *among) {
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < m->nv; i++) {
+            if (!m->live[i] || !among[i]) continue;
+            if (!sample(m, i)) {
+                m->live[i] = false;
+                m->tm[i].failed = true;
+            }
+        }
+}
+
+/* After two rounds, a variant more than 8 times slower than the best
+ * cannot win and may be slow (a reference mm): it stops. Two samples
+ * each, so one outlier does not condemn a variant. Returns whether one
+ * stopped. */
+static bool cut_hopeless(measure *m) {
+    uint64_t early[KV_TUNE_MAX_VARIANTS], best_early = UINT64_MAX;
+    for (int i = 0; i < m->nv; i++) {
+        if (!m->live[i] || m->done[i] < 2) continue;
+        early[i] = m->times[i][0] < m->times[i][1] ? m->times[i][0] : m->times[i][1];
+        if (early[i] < best_early) best_early = early[i];
+    }
+    bool cut = false;
+    for (int i = 0; i < m->nv; i++)
+        if (m->live[i] && m->done[i] >= 2 && early[i] / 8 > best_early) {
+            m->live[i] = false;
+            cut = true;
+        }
+    return cut;
+}
+
+/* Median and quartiles of variant i's samples so far. */
+static void summarise(const measure *m, int i, uint64_t *q1, uint64_t *med, uint64_t *q3) {
+    uint64_t sorted[2 * TUNE_MAX_REPS];
+    const int d = m->done[i];
+    memcpy(sorted, m->times[i], (size_t)d * sizeof sorted[0]);
+    qsort(sorted, (size_t)d, sizeof sorted[0], cmp_u64);
+    *med = d % 2 ? sorted[d / 2] : (sorted[d / 2 - 1] + sorted[d / 2]) / 2;
+    *q1 = sorted[(d - 1) / 4];
+    *q3 = sorted[d - 1 - (d - 1) / 4];
+}
+
+/* Every timed variant's median into tm; the lowest median's index (ties
+ * to the earlier registered), -1 when none was timed. */
+static int pick(measure *m, uint64_t *q1, uint64_t *q3) {
+    int best = -1;
+    for (int i = 0; i < m->nv; i++) {
+        if (!m->tm[i].ran || m->tm[i].failed || m->done[i] == 0) continue;
+        summarise(m, i, &q1[i], &m->tm[i].median_ns, &q3[i]);
+        if (best < 0 || m->tm[i].median_ns < m->tm[best].median_ns) best = i;
+    }
+    return best;
 }
 
 int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tune_timing *tm, bool first) {
@@ -378,88 +488,100 @@ int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tun
         if (clones[i] == NULL) ok = false;
         else args[i].v.tensor = clones[i];
     }
-    const int nv = atomic_load_explicit(&s->n, memory_order_acquire);
-    void (*sync)(void) = atomic_load(&g_sync[s->key]);
-    /* Rounds, not one variant after the other: round r times every live
-     * variant once, so a noisy stretch of the machine (2 shared cores)
-     * hurts every variant's r-th sample a little instead of one variant's
-     * samples a lot. The first evaluation of a geometry warms up more (cold
-     * caches, first-touch pages, lazy set-up) than a re-evaluation. */
-    uint64_t times[KV_TUNE_MAX_VARIANTS][TUNE_MAX_REPS];
-    int done[KV_TUNE_MAX_VARIANTS] = { 0 };
-    bool live[KV_TUNE_MAX_VARIANTS] = { false };
-    for (int i = 0; i < nv; i++) {
-        tm[i] = (tune_timing){ false, false, 0 };
-        live[i] = ok && compat[i];
-        tm[i].ran = live[i];
-    }
-    t_measure_depth++;
-    const int warm = first ? cfg.warmup : cfg.rewarmup;
-    uint64_t warm_ns[KV_TUNE_MAX_VARIANTS] = { 0 };
-    for (int w = 0; w < warm; w++)
-        for (int i = 0; i < nv; i++) {
-            if (!live[i]) continue;
-            const uint64_t t0 = cfg.min_sample_ns > 0 ? kv_tune_now() : 0;
-            if (!run_once(s, &s->v[i], args, n)) {
-                live[i] = false;
-                tm[i].failed = true;
-            }
-            if (cfg.min_sample_ns > 0) {
-                const uint64_t t1 = kv_tune_now();
-                warm_ns[i] = t1 > t0 ? t1 - t0 : 1;
-            }
-        }
-    /* Runs per sample: a short call is repeated so that the clock's own
-     * cost and jitter are small next to what a sample measures. */
-    int batch[KV_TUNE_MAX_VARIANTS];
-    for (int i = 0; i < nv; i++) {
-        const uint64_t want = cfg.min_sample_ns > 0 && warm_ns[i] > 0 ? (uint64_t)cfg.min_sample_ns / warm_ns[i] : 1;
-        batch[i] = want < 1 ? 1 : want > 256 ? 256 : (int)want;
-    }
-    uint64_t early[KV_TUNE_MAX_VARIANTS]; /* the lower of each variant's first two samples */
-    for (int r = 0; r < cfg.reps; r++) {
-        for (int i = 0; i < nv; i++) {
-            if (!live[i]) continue;
-            if (sync) sync();
-            const uint64_t t0 = kv_tune_now();
-            bool good = true;
-            for (int b = 0; b < batch[i] && good; b++) good = run_once(s, &s->v[i], args, n);
-            if (sync) sync();
-            const uint64_t t1 = kv_tune_now();
-            if (!good) {
-                live[i] = false;
-                tm[i].failed = true;
-                continue;
-            }
-            const uint64_t t = (t1 >= t0 ? t1 - t0 : 0) / (uint64_t)batch[i];
-            times[i][done[i]++] = t;
-            early[i] = r == 0 || t < early[i] ? t : early[i];
-        }
-        /* After two rounds, a variant more than 8 times slower than the
-         * best cannot win and may be slow (a reference mm): it stops. Two
-         * samples each, so one outlier does not condemn a variant. */
-        if (r == 1) {
-            uint64_t best_early = UINT64_MAX;
-            for (int i = 0; i < nv; i++)
-                if (live[i] && early[i] < best_early) best_early = early[i];
-            for (int i = 0; i < nv; i++)
-                if (live[i] && early[i] / 8 > best_early) live[i] = false;
-        }
-    }
-    t_measure_depth--;
+    measure *m = calloc(1, sizeof *m); /* ~16 KB of samples: not on a kernel's stack */
+    if (m == NULL) ok = false;
     int best = -1;
-    for (int i = 0; i < nv; i++) {
-        if (!tm[i].ran || tm[i].failed || done[i] == 0) continue;
-        qsort(times[i], (size_t)done[i], sizeof times[i][0], cmp_u64);
-        const int d = done[i];
-        tm[i].median_ns = d % 2 ? times[i][d / 2] : (times[i][d / 2 - 1] + times[i][d / 2]) / 2;
-        if (best < 0 || tm[i].median_ns < tm[best].median_ns) best = i;
+    if (m != NULL) {
+        m->s = s;
+        m->args = args;
+        m->n = n;
+        m->nv = atomic_load_explicit(&s->n, memory_order_acquire);
+        m->sync = atomic_load(&g_sync[s->key]);
+        m->tm = tm;
+        for (int i = 0; i < m->nv; i++) {
+            tm[i] = (tune_timing){ false, false, 0 };
+            m->live[i] = ok && compat[i];
+            tm[i].ran = m->live[i];
+        }
+        t_measure_depth++;
+        /* The first evaluation of a geometry warms up more (cold caches,
+         * first-touch pages, lazy set-up) than a re-evaluation. */
+        const int warm = first ? cfg.warmup : cfg.rewarmup;
+        uint64_t warm_ns[KV_TUNE_MAX_VARIANTS] = { 0 };
+        for (int w = 0; w < warm; w++)
+            for (int i = 0; i < m->nv; i++) {
+                if (!m->live[i]) continue;
+                const uint64_t t0 = cfg.min_sample_ns > 0 ? kv_tune_now() : 0;
+                if (!run_once(s, i, args, n)) {
+                    m->live[i] = false;
+                    tm[i].failed = true;
+                }
+                if (cfg.min_sample_ns > 0) {
+                    const uint64_t t1 = kv_tune_now();
+                    warm_ns[i] = t1 > t0 ? t1 - t0 : 1;
+                }
+            }
+        /* Runs per sample: a short call is repeated so that the clock's
+         * own cost and jitter are small next to what a sample measures. */
+        for (int i = 0; i < m->nv; i++) {
+            const uint64_t want =
+                cfg.min_sample_ns > 0 && warm_ns[i] > 0 ? (uint64_t)cfg.min_sample_ns / warm_ns[i] : 1;
+            m->batch[i] = want < 1 ? 1 : want > 256 ? 256 : (int)want;
+        }
+        bool all[KV_TUNE_MAX_VARIANTS];
+        for (int i = 0; i < m->nv; i++) all[i] = true;
+        const int screen = cfg.reps < 2 ? cfg.reps : 2;
+        run_rounds(m, screen, all);
+        if (screen == 2 && cut_hopeless(m)) {
+            /* The rounds so far ran a hopeless variant between the others'
+             * samples, for milliseconds (25 ms for a reference add of 1M
+             * elements, 700 ms for a reference mm), long enough for the
+             * machine's other work to push their data out of the shared
+             * cache: measured on this machine, the calls of a 1M-element
+             * add right after one reference call took 3.9x, 2.9x, 1.5x,
+             * 1.2x its steady time, and they fell on the variant timed
+             * after it in every round. Those samples are dropped; one
+             * untimed call each settles the caches, and the survivors get
+             * their `reps` rounds. */
+            for (int i = 0; i < m->nv; i++) {
+                if (!m->live[i]) continue; /* a cut variant keeps its two samples */
+                m->done[i] = 0;
+                if (!run_once(s, i, args, n)) {
+                    m->live[i] = false;
+                    tm[i].failed = true;
+                }
+            }
+            run_rounds(m, cfg.reps, all);
+        } else {
+            run_rounds(m, cfg.reps - screen, all);
+        }
+        /* A close call gets as many rounds again, among the close ones
+         * only: a variant is close to the best when its samples' lower
+         * quartile is at or under the best's upper quartile, i.e. the gap
+         * between the medians is within the spread of the samples, so the
+         * samples so far do not say which is faster. The medians of all
+         * their samples decide. Once: the cost stays bounded at twice the
+         * timed runs. */
+        uint64_t q1[KV_TUNE_MAX_VARIANTS] = { 0 }, q3[KV_TUNE_MAX_VARIANTS] = { 0 };
+        best = pick(m, q1, q3);
+        bool close[KV_TUNE_MAX_VARIANTS] = { false };
+        int nclose = 0;
+        for (int i = 0; best >= 0 && i < m->nv; i++) {
+            close[i] = m->live[i] && tm[i].ran && !tm[i].failed && q1[i] <= q3[best];
+            nclose += close[i];
+        }
+        if (nclose >= 2 && m->live[best]) {
+            run_rounds(m, cfg.reps, close);
+            best = pick(m, q1, q3);
+        }
+        t_measure_depth--;
     }
     for (int i = 0; i < n; i++) {
         kv_tensor_release(clones[i]);
         for (int e = 0; list_clones[i] != NULL && e < args[i].v.tensors.n; e++) kv_tensor_release(list_clones[i][e]);
         free(list_clones[i]);
     }
+    free(m);
     /* Errors of failed runs belong to no caller. */
     kv_error_clear();
     return best;

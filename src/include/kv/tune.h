@@ -10,9 +10,12 @@
  *     incompatible forced variant is an error for that call);
  *   - else the only compatible variant, used at once;
  *   - else the tuner's choice: each compatible variant runs `warmup`
- *     untimed times (`rewarmup` when re-tuning), then `reps` timed times in
- *     interleaved rounds (a device sync before and after each timed run);
- *     the lowest median wins (ties: the earlier registered). The choice is
+ *     untimed times (`rewarmup` when re-tuning), then `reps` samples in
+ *     interleaved rounds, each an untimed lead-in run and a timed one (a
+ *     device sync before and after), a run being the call a cache hit
+ *     makes (predicate, then kernel); the lowest median wins (ties: the
+ *     earlier registered), a close call after `reps` more rounds
+ *     (src/tune/tuner.c, README "Kernel variants"). The choice is
  *     cached per geometry and re-tuned after `retune_after` calls or
  *     `retune_ms` milliseconds since its last tuning (0 = never; the time
  *     is looked at every 64th call).
@@ -127,8 +130,9 @@ void kv_tune_list(FILE *out);
  *
  * `kind` is any address naming the analysis (variants that share one
  * analysis share it). Only the dispatcher arms the stash, for exactly the
- * call whose chosen variant it is about to check and run, so a NULL from
- * either function is normal and means "analyse yourself". */
+ * call whose chosen variant it is about to check and run (and so do the
+ * tuner's timed runs and kv_tune_call_variant, which make the same call),
+ * so a NULL from either function is normal and means "analyse yourself". */
 #define KV_TUNE_STASH_BYTES 512
 void *kv_tune_stash_buffer(const kv_op *op, const kv_stack *stack, size_t size);
 void kv_tune_stash_fill(const kv_op *op, const kv_stack *stack, const void *kind);
@@ -136,9 +140,12 @@ const void *kv_tune_stash_take(const kv_op *op, const kv_stack *stack, const voi
 
 /* ---- calling ---- */
 /* Calls variant `name` of (op, backend) directly on the stack (the stack
- * protocol of any kernel: args borrowed, replaced by owned returns). An
- * unknown name, or a variant whose predicate refuses the call, is
- * KV_ERR_INVALID_ARG naming op, backend and variant; nothing is called. */
+ * protocol of any kernel: args borrowed, replaced by owned returns), the
+ * way a tuner cache hit runs it: the predicate with the stash armed for
+ * this call, then the kernel, which takes the predicate's analysis (so
+ * kvrun's perf mode times what a dispatch costs). An unknown name, or a
+ * variant whose predicate refuses the call, is KV_ERR_INVALID_ARG naming
+ * op, backend and variant; nothing is called. */
 kv_status kv_tune_call_variant(const kv_op *op, kv_key backend, const char *name, kv_stack *stack);
 /* The variant the dispatcher would run for this call on `backend` (the
  * forced one, the only compatible one, or the tuner's choice, tuning now
@@ -207,10 +214,13 @@ kv_status kv_tune_force_check(void);
  * order; the time trigger and the re-evaluation warm-up came later).
  *
  * Why the defaults differ from perf_dispatch's re-tune after 300 calls: a
- * tuning here times every compatible variant (warm-up + reps runs each,
- * about 30 calls' worth for 4 variants), so re-tuning every 300 calls
- * would spend ~10% of a small op's time in the tuner; every 10,000 calls
- * keeps it under 0.5%. The time trigger catches what a count cannot (a
+ * tuning here times every compatible variant (warm-up, then reps samples
+ * of a lead-in and a timed run each, twice that on a close call: 12 to 22
+ * runs per variant, 48 to 88 calls' worth for 4 variants, and a call
+ * shorter than min_sample_ns is repeated within a sample), so re-tuning
+ * every 300 calls would spend 15-30% of an op's time in the tuner; every
+ * 10,000 calls keeps it near 1% (a 300 ns call, whose samples repeat it
+ * about 7 times: 1.5-3%). The time trigger catches what a count cannot (a
  * machine whose load changed under a long-running process). */
 typedef struct kv_tune_config {
     int warmup;              /* untimed runs per variant when a geometry is first evaluated (default 2) */

@@ -41,6 +41,12 @@
 typedef struct kv_perf_options {
     int warmup;                  /* untimed calls per variant, >= 0 */
     int reps;                    /* timed calls per variant, 1..KV_PERF_MAX_REPS */
+    /* false: each variant's calls in a row (warm-up, then the timed ones);
+     * true (kvrun --perf-interleave): every variant's warm-up, then `reps`
+     * rounds, each giving every variant an untimed call and a timed one,
+     * so a change of the machine's speed during the pair's measurement
+     * hits every variant alike instead of whichever window it fell in. */
+    bool interleave;
     const char *report_dir;      /* perf.jsonl and perf.html go here; NULL: "reports" */
     kv_tune_clock_fn clock;      /* nanoseconds; NULL: CLOCK_MONOTONIC */
     void *clock_ctx;
@@ -82,6 +88,7 @@ typedef struct kv_perf_report {
     kv_limit_stat limits[KV_LIMIT_COUNT];
     char machine[300];
     int warmup, reps;
+    bool interleave;
 } kv_perf_report;
 
 void kv_perf_report_free(kv_perf_report *r);

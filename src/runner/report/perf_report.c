@@ -110,10 +110,12 @@ static void perf_put_head(FILE *f, const kv_perf_report *r) {
           "</head><body>\n<h1>kvrun --mode=perf</h1>\n<table>\n<tr><th>machine</th><td>",
           f);
     kv_report_put_escaped(f, r->machine, false);
-    fprintf(f, "</td></tr>\n<tr><th>repetitions</th><td>%d untimed, then %d timed calls per variant; times are "
+    fprintf(f, "</td></tr>\n<tr><th>repetitions</th><td>%d untimed, then %d timed calls per variant%s; times are "
                "per call, output allocation included</td></tr>\n"
                "<tr><th>tuner</th><td>picked within %d%% of the fastest in %d of %d cases</td></tr>\n</table>\n",
-            r->warmup, r->reps, KV_PERF_WITHIN_PERCENT, r->within, r->judged);
+            r->warmup, r->reps,
+            r->interleave ? ", in rounds (every variant an untimed and a timed call per round)" : ", in a row",
+            KV_PERF_WITHIN_PERCENT, r->within, r->judged);
     fputs("<h2 id=\"limits\">Measured machine limits (the roofs)</h2>\n", f);
     if (!r->limits_measured) {
         fputs("<p>Not measured in this run (a fake clock, or no memory for the stream arrays): no roofs.</p>\n", f);
