@@ -18,6 +18,7 @@
 #include "runner/check/compare.h"
 #include "runner/exec/fill.h"
 #include "runner/exec/inputs.h"
+#include "runner/exec/lazy_inputs.h"
 #include "test_util.h"
 
 /* ---- helpers ---- */
@@ -366,6 +367,39 @@ static void test_special_values_present(void **state) {
 
 /* ---- layouts ---- */
 
+/* Under grad an in-place op's self cannot be the leaf: it gets a
+ * non-leaf copy, which must keep the case's layout (a clone would be
+ * contiguous, and the op would never see the strides the case asks
+ * about), hold the same values and lead back to the leaf. */
+static void test_grad_mutated_input_keeps_layout(void **state) {
+    (void)state;
+    const kv_shape sh[1] = { { 2, { 4, 5 } } };
+    const kv_layout lays[3] = { KV_LAYOUT_TRANSPOSED, KV_LAYOUT_STRIDED, KV_LAYOUT_OFFSET };
+    for (int l = 0; l < 3; l++) {
+        kv_case c = kv_test_case_of("neg", KV_F32, 1, sh);
+        kv_case_inputs gold;
+        make(&c, true, &gold);
+        const kv_tensor *logical = gold.tensors[0];
+        kv_tensor *leaf = NULL;
+        kv_tensor *in = kv_lazy_input_build(logical, 0, lays[l], KV_DEVICE_CPU0, true, true, &leaf);
+        assert_non_null(in);
+        assert_non_null(leaf);
+        assert_true(in != leaf);
+        assert_false(kv_tensor_is_leaf(in));
+        assert_true(kv_tensor_requires_grad(in));
+        assert_memory_equal(in->strides, leaf->strides, 2 * sizeof(int64_t));
+        assert_int_equal(in->offset, leaf->offset);
+        assert_false(kv_tensor_is_contiguous(in) && in->offset == 0);
+        const kv_cmp_rule strict = { KV_CMP_BITWISE, 0, false, true };
+        kv_cmp_report rep;
+        assert_int_equal(kv_compare(logical, in, &strict, NULL, &rep), KV_OK);
+        assert_int_equal(rep.mismatched, 0);
+        kv_tensor_release(in);
+        kv_tensor_release(leaf);
+        kv_case_inputs_free(&gold);
+    }
+}
+
 static void test_layouts_same_values(void **state) {
     (void)state;
     const kv_shape sh[1] = { { 3, { 3, 4, 5 } } };
@@ -523,6 +557,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_exact_matmul_is_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_special_values_present, setup, teardown),
         cmocka_unit_test_setup_teardown(test_layouts_same_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grad_mutated_input_keeps_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_broadcast_golden_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_args_boxing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_cases_are_errors, setup, teardown),

@@ -107,7 +107,20 @@ kv_tensor *kv_lazy_input_build(const kv_tensor *logical, unsigned bits, kv_layou
     kv_tensor *base = NULL;
     if (st == KV_OK) {
         if (mutated) {
-            base = kv_clone(placed, NULL);
+            /* A leaf that requires grad takes no in-place op: the op gets
+             * a non-leaf copy. Placed again in the case's layout and
+             * written from the leaf by copy_ (recorded), it keeps the
+             * strides the case asks about, where a clone would be
+             * contiguous. An overlapping layout (b, w) cannot be the
+             * destination of copy_: it stays a clone. */
+            const bool overlapping = layout == KV_LAYOUT_BROADCAST || layout == KV_LAYOUT_WINDOW;
+            base = overlapping ? NULL : kv_layout_place(placed, layout, device);
+            if (base != NULL && kv_copy_(base, placed, false) != KV_OK) {
+                kv_tensor_release(base);
+                base = NULL;
+                kv_error_clear(); /* the clone below is the old way, not a failure */
+            }
+            if (base == NULL) base = kv_clone(placed, NULL);
         } else {
             kv_tensor_retain(placed);
             base = placed;
