@@ -29,39 +29,73 @@ vg="valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite
     --errors-for-leak-kinds=definite,indirect,possible --suppressions=tests/memcheck.supp
     --child-silent-after-fork=yes --trace-children=no"
 
-errors=""
-failed=""
-count=0
-# run NAME COMMAND...: one program under Valgrind, its outcome recorded.
-run() {
-    name=$1
-    shift
-    count=$((count + 1))
-    echo "=== valgrind $*"
-    rc=0
-    # shellcheck disable=SC2086 # $vg is a command line
-    $vg "$@" || rc=$?
-    if [ $rc -eq 99 ] || [ $rc -ge 128 ]; then
-        errors="$errors $name"
-    elif [ $rc -ne 0 ]; then
-        failed="$failed $name"
-    fi
-}
+# The programs run KV_MEMCHECK_JOBS at a time (default: the CPUs online,
+# at most 4): Valgrind runs a program on one core, 10-50x slower than
+# native, and this step was the longest of `ninja check`. Each program's
+# output goes to its own log, printed in list order at the end, so the log
+# reads as if they had run one after the other.
+jobs=${KV_MEMCHECK_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $jobs in '' | *[!0-9]*) echo "memcheck: KV_MEMCHECK_JOBS='$jobs': expected a whole number" >&2; exit 2 ;; esac
+[ "$jobs" -ge 1 ] || jobs=1
+[ -n "${KV_MEMCHECK_JOBS:-}" ] || [ "$jobs" -le 4 ] || jobs=4
+logs=build/memcheck-logs
+rm -rf "$logs"
+mkdir -p "$logs"
 
+# The list: NAME<TAB>COMMAND, one program per line.
+list=$logs/list
+: >"$list"
+missing=""
 for src in tests/test_*.c; do
     name=$(basename "$src" .c)
     if [ -x "build/tests/$name" ]; then
-        run "$name" "build/tests/$name"
+        printf '%s\t%s\n' "$name" "build/tests/$name" >>"$list"
     else
         echo "memcheck: build/tests/$name was not built" >&2
-        errors="$errors $name"
+        missing="$missing $name"
     fi
 done
-run "kvrun-suite-$shard" build/kvrun cases/ --shard="$shard" --isolate=none --report-dir=build/memcheck-report
+printf '%s\t%s\n' "kvrun-suite-$shard" \
+    "build/kvrun cases/ --shard=$shard --isolate=none --report-dir=build/memcheck-report" >>"$list"
 for h in build/fuzz/replay_*; do
     [ -x "$h" ] || continue
-    run "${h##*/}" "$h" "tests/fuzz/${h##*/replay_}/"
+    printf '%s\t%s\n' "${h##*/}" "$h tests/fuzz/${h##*/replay_}/" >>"$list"
 done
+
+# A worker takes the next program nobody has claimed (mkdir is atomic) and
+# records Valgrind's exit code beside its log.
+worker() {
+    while IFS='	' read -r name cmd; do
+        f=$logs/$(echo "$name" | tr / _)
+        mkdir "$f.claim" 2>/dev/null || continue
+        rc=0
+        # shellcheck disable=SC2086 # $vg and $cmd are command lines
+        $vg $cmd >"$f.log" 2>&1 || rc=$?
+        echo "$rc" >"$f.rc"
+    done <"$list"
+}
+w=0
+while [ "$w" -lt "$jobs" ]; do
+    worker &
+    w=$((w + 1))
+done
+wait
+
+errors="$missing"
+failed=""
+count=0
+while IFS='	' read -r name cmd; do
+    count=$((count + 1))
+    echo "=== valgrind $cmd"
+    f=$logs/$(echo "$name" | tr / _)
+    cat "$f.log" 2>/dev/null || true
+    rc=$(cat "$f.rc" 2>/dev/null || echo 128) # no exit code: it never finished
+    if [ "$rc" -eq 99 ] || [ "$rc" -ge 128 ]; then
+        errors="$errors $name"
+    elif [ "$rc" -ne 0 ]; then
+        failed="$failed $name"
+    fi
+done <"$list"
 
 if [ -n "$failed" ]; then echo "memcheck: failed under Valgrind, no memory error (not counted):$failed"; fi
 if [ -n "$errors" ]; then
