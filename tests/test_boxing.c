@@ -825,6 +825,111 @@ static void test_exact_gate_sees_any_key(void **state) {
     kv_tensor_release(a);
 }
 
+/* ---- the lean path's memo (boxing/lean.h) ---- */
+
+/* Each step: a call that leaves this thread's memo for neg filled, one
+ * change, and the next call must act on the change. Each change is seen
+ * only through its own rule (the epoch a registration, the observer or a
+ * switch advances; the TLS keys compared), so dropping any one of them
+ * fails its step. */
+static atomic_int g_target_calls, g_observed;
+static kv_kernel_fn g_target_fn;
+
+static kv_status wrapping_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    atomic_fetch_add(&g_target_calls, 1);
+    return g_target_fn(op, ks, stack);
+}
+
+static void observe(const kv_op *op, kv_key key, bool enter) {
+    if (enter && key == kv_accel_target() && strcmp(kv_op_name(op), "neg") == 0) atomic_fetch_add(&g_observed, 1);
+}
+
+/* kv_neg(A), which must have taken the given path (counted from zero). */
+static void neg_takes(kv_tensor *A, kv_accel_path path) {
+    kv_accel_counters_reset();
+    kv_tensor_release(check_t(kv_neg(A)));
+    assert_counts("neg", path == KV_ACCEL_PATH_FAST, path == KV_ACCEL_PATH_SLOW, 0);
+}
+
+static void test_lean_memo_sees_changes(void **state) {
+    (void)state;
+    kv_tensor *a = cpu_f32(kA, k23, 2);
+    kv_tensor *A = to_accel(a);
+    const kv_key target = kv_accel_target();
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+
+    /* an argument with other keys: a lazy bit the target must not see */
+    kv_tensor *N = check_t(kv__neg_view(A));
+    neg_takes(N, KV_ACCEL_PATH_SLOW);
+    kv_tensor_release(N);
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+
+    /* the kill switch, both ways */
+    kv_accel_redispatch_set_enabled(false);
+    neg_takes(A, KV_ACCEL_PATH_SLOW);
+    kv_accel_redispatch_set_enabled(true);
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+
+    /* a mode entered and left (the thread's TLS keys) */
+    op_log log = { 0, 0, 0, false };
+    check_ok(kv_trace_push(log_op, &log));
+    neg_takes(A, KV_ACCEL_PATH_SLOW);
+    check_ok(kv_trace_pop());
+    assert_int_equal(log.neg, 1);
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+    /* the target's key excluded: no kernel is left for the slow path */
+    kv_tls_keys no_target = kv_tls_exclude_push(kv_keyset_of(target));
+    assert_null(kv_neg(A));
+    assert_int_equal(kv_last_error(), KV_ERR_MISSING_KERNEL);
+    kv_tls_pop(no_target);
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+
+    /* a kernel registered at the target, and the old one back */
+    g_target_fn = kv_op_entry_fn(kv_op_find("neg"), target);
+    assert_non_null(g_target_fn);
+    atomic_store(&g_target_calls, 0);
+    check_ok(kv_register_kernel("neg", target, wrapping_kernel));
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+    assert_int_equal(atomic_load(&g_target_calls), 1);
+    check_ok(kv_register_kernel("neg", target, g_target_fn));
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+    assert_int_equal(atomic_load(&g_target_calls), 1);
+
+    /* the kernel observer, installed and removed */
+    atomic_store(&g_observed, 0);
+    kv_dispatch_set_kernel_observer(observe);
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+    kv_dispatch_set_kernel_observer(NULL);
+    assert_int_equal(atomic_load(&g_observed), 1);
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+    assert_int_equal(atomic_load(&g_observed), 1);
+
+    /* The gate and the tests' forced path, with a key only the exact gate
+     * sees (test_exact_gate_sees_any_key). A memo that declines only
+     * costs time (the full box path's gate decides again); one that says
+     * "fast" where the rule now says "slow" is wrong, so each switch is
+     * turned after a decision made under its "fast" setting. */
+    check_ok(kv_register_kernel("neg", KV_KEY_AD_INPLACE_OR_VIEW, counting_kernel));
+    kv_tls_keys saved = kv_tls_include_push(kv_keyset_of(KV_KEY_AD_INPLACE_OR_VIEW));
+    kv_accel_gate_set(KV_ACCEL_GATE_SEED);
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+    kv_accel_gate_set(KV_ACCEL_GATE_EXACT);
+    neg_takes(A, KV_ACCEL_PATH_SLOW);
+    kv_accel_gate_force_for_tests(true);
+    /* a key neg does not carry: only the TLS value changes, so the next
+     * call decides afresh while forced */
+    kv_tls_keys other = kv_tls_exclude_push(kv_keyset_of(KV_KEY_VMAP_MODE));
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+    kv_accel_gate_force_for_tests(false);
+    neg_takes(A, KV_ACCEL_PATH_SLOW);
+    kv_tls_pop(other);
+    kv_tls_pop(saved);
+    check_ok(kv_register_kernel("neg", KV_KEY_AD_INPLACE_OR_VIEW, NULL));
+    neg_takes(A, KV_ACCEL_PATH_FAST);
+    kv_tensor_release(A);
+    kv_tensor_release(a);
+}
+
 /* ---- errors ---- */
 
 static void test_errors_match_slow_path(void **state) {
@@ -1067,6 +1172,7 @@ int main(void) {
         cmocka_unit_test_setup(test_functionalize_is_slow, setup),
         cmocka_unit_test_setup(test_vmap_goes_below, setup),
         cmocka_unit_test_setup(test_exact_gate_sees_any_key, setup),
+        cmocka_unit_test_setup(test_lean_memo_sees_changes, setup),
         cmocka_unit_test_setup(test_errors_match_slow_path, setup),
         cmocka_unit_test_setup(test_kill_switch_values, setup),
         cmocka_unit_test_setup(test_environment, setup),

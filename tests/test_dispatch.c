@@ -329,6 +329,56 @@ static void test_tls_changes_selected_key(void **state) {
     kv_tensor_release(t);
 }
 
+/* kv_call_typed (the typed wrappers' call) runs the kernel kv_call runs,
+ * with the same key set, under every TLS state and tensor key mix the
+ * tests above use, and fails the same way when there is none. */
+static void expect_typed_as_call(kv_tensor *t) {
+    kv_status want = run_unary("kvt_unary", t);
+    const int who = g_ran[0], nran = g_nran;
+    const kv_keyset ks = g_ran_ks[0];
+    kv_ivalue slots[1];
+    kv_stack s = kv_stack_on(slots, 1);
+    assert_int_equal(kv_push_tensor(&s, t), KV_OK);
+    ran_reset();
+    assert_int_equal(kv_call_typed(kv_op_find("kvt_unary"), t->keys, &s), want);
+    assert_int_equal(g_nran, nran);
+    if (want != KV_OK) return;
+    assert_int_equal(g_ran[0], who);
+    assert_int_equal(g_ran_ks[0], ks);
+    assert_int_equal(s.size, 1);
+}
+
+static void test_call_typed_as_call(void **state) {
+    (void)state;
+    register_unary();
+    kv_tensor *t = tensor_on(KV_DEVICE_CPU, 2);
+    expect_typed_as_call(t);
+    kv_tls_keys outer = kv_tls_include_push(kv_keyset_of(KV_KEY_TRACE));
+    assert_int_equal(kv_register_kernel("kvt_unary", KV_KEY_TRACE, k_trace), KV_OK);
+    expect_typed_as_call(t);
+    assert_int_equal(g_ran[0], K_TRACE);
+    kv_tls_keys inner = kv_tls_exclude_push(kv_keyset_of(KV_KEY_TRACE) | kv_keyset_of(KV_KEY_CPU));
+    expect_typed_as_call(t); /* nothing left: the same error */
+    assert_int_equal(kv_last_error(), KV_ERR_MISSING_KERNEL);
+    kv_tls_pop(inner);
+    kv_tls_pop(outer);
+    assert_int_equal(kv_register_kernel("kvt_unary", KV_KEY_TRACE, NULL), KV_OK);
+    t->keys |= kv_keyset_of(KV_KEY_AUTOGRAD) | kv_keyset_of(KV_KEY_AD_INPLACE_OR_VIEW);
+    expect_typed_as_call(t);
+    assert_int_equal(g_ran[0], K_AUTOGRAD);
+    kv_tls_keys ex = kv_tls_exclude_push(kv_keyset_of(KV_KEY_AUTOGRAD));
+    expect_typed_as_call(t);
+    assert_int_equal(g_ran[0], K_CPU);
+    kv_tls_pop(ex);
+    t->device.type = KV_DEVICE_CUDA;
+    t->keys = kv_keyset_of(KV_KEY_CUDA);
+    expect_typed_as_call(t);
+    assert_int_equal(kv_last_error(), KV_ERR_MISSING_KERNEL);
+    t->device.type = KV_DEVICE_CPU;
+    t->keys = kv_keyset_of(KV_KEY_CPU);
+    kv_tensor_release(t);
+}
+
 static void test_redispatch_below_self(void **state) {
     (void)state;
     register_op("kvt_redisp(Tensor self) -> bool");
@@ -831,6 +881,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_call_selects_highest_key),
         cmocka_unit_test(test_missing_kernel_message),
         cmocka_unit_test(test_tls_changes_selected_key),
+        cmocka_unit_test(test_call_typed_as_call),
         cmocka_unit_test(test_redispatch_below_self),
         cmocka_unit_test(test_redispatch_uses_given_keyset),
         cmocka_unit_test(test_device_mismatch),

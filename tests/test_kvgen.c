@@ -317,7 +317,10 @@ static void test_text_add_tensor(void **state) {
                    "    gen_push_tensor(&st, self);\n"
                    "    gen_push_tensor(&st, other);\n"
                    "    gen_push_scalar(&st, alpha);\n"
-                   "    if (kv_call(op, &st) != KV_OK) return NULL;\n"
+                   "    const bool typed = self && other && kv_device_equal(self->device, other->device) && "
+                   "gen_scalar_known(alpha);\n"
+                   "    if ((typed ? kv_call_typed(op, self->keys | other->keys, &st) : kv_call(op, &st)) != KV_OK) "
+                   "return NULL;\n"
                    "    return gen_take_tensor(&st, \"add.Tensor\");\n"
                    "}\n");
 }
@@ -377,6 +380,37 @@ static void test_text_clamp_inplace(void **state) {
                    "    if (rc != KV_OK) return rc;\n"
                    "    return gen_drop_alias(&st, \"clamp_.Tensor\");\n"
                    "}\n");
+}
+
+/* kv_call_typed only where the wrapper can vouch for its stack: plain
+ * tensors and tag-checked values, each tensor non-NULL and on the first
+ * one's device, Scalars checked whatever their place. */
+static void test_text_typed_call(void **state) {
+    (void)state;
+    kv_gen_ops ops;
+    load_ok("f(int k, Scalar s, Tensor a, float x, Tensor b, bool c, Tensor d) -> Tensor\n"
+            "g(Tensor a, int[] dims) -> Tensor\n"
+            "h(Tensor? a) -> Tensor\n"
+            "u(Tensor a, ScalarType dtype) -> Tensor\n"
+            "v(int k) -> Tensor\n",
+            &ops);
+    kv_gen_buf b;
+    kv_gen_buf_init(&b);
+    kv_gen_emit_wrapper(find_op(&ops, "f"), &b);
+    assert_non_null(strstr(kv_gen_buf_str(&b),
+                           "    const bool typed = gen_scalar_known(s) && a && b && kv_device_equal(a->device, "
+                           "b->device) && d && kv_device_equal(a->device, d->device);\n"
+                           "    if ((typed ? kv_call_typed(op, a->keys | b->keys | d->keys, &st) : kv_call(op, &st)) "
+                           "!= KV_OK) return NULL;\n"));
+    kv_gen_buf_free(&b);
+    const char *untyped[] = { "g", "h", "u", "v" };
+    for (size_t i = 0; i < sizeof untyped / sizeof untyped[0]; i++) {
+        kv_gen_emit_wrapper(find_op(&ops, untyped[i]), &b);
+        assert_null(strstr(kv_gen_buf_str(&b), "typed"));
+        assert_non_null(strstr(kv_gen_buf_str(&b), "    if (kv_call(op, &st) != KV_OK) return NULL;\n"));
+        kv_gen_buf_free(&b);
+    }
+    kv_gen_ops_free(&ops);
 }
 
 static void test_text_stack_sized_for_returns(void **state) {
@@ -591,6 +625,7 @@ int main(void) {
         cmocka_unit_test(test_text_add_tensor),
         cmocka_unit_test(test_text_native_layer_norm),
         cmocka_unit_test(test_text_clamp_inplace),
+        cmocka_unit_test(test_text_typed_call),
         cmocka_unit_test(test_text_stack_sized_for_returns),
         cmocka_unit_test(test_tables_text),
         cmocka_unit_test(test_escapes_in_generated_text),

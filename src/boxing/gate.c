@@ -59,6 +59,7 @@ void kv_accel_gate_set(kv_accel_gate gate) {
     kv_accel_env_init(); /* so the first read of the environment cannot override this later */
     if (gate != KV_ACCEL_GATE_SEED && gate != KV_ACCEL_GATE_EXACT) return;
     atomic_store(&kv_accel_gate_now, (int)gate);
+    kv_dispatch_epoch_advance(); /* the lean path's memos (lean.h) decided under the old rule */
 }
 
 bool kv_accel_redispatch_enabled(void) {
@@ -69,6 +70,7 @@ bool kv_accel_redispatch_enabled(void) {
 void kv_accel_redispatch_set_enabled(bool enabled) {
     kv_accel_env_init();
     atomic_store(&kv_accel_redispatch_now, enabled);
+    kv_dispatch_epoch_advance();
 }
 
 bool kv_accel_special_enabled(kv_accel_special which) {
@@ -76,12 +78,16 @@ bool kv_accel_special_enabled(kv_accel_special which) {
     return atomic_load_explicit(&g_special[which], memory_order_relaxed);
 }
 
-void kv_accel_gate_force_for_tests(bool on) { atomic_store(&kv_accel_force_now, on); }
+void kv_accel_gate_force_for_tests(bool on) {
+    atomic_store(&kv_accel_force_now, on);
+    kv_dispatch_epoch_advance();
+}
 
 void kv_accel_special_set_enabled(kv_accel_special which, bool enabled) {
     kv_accel_env_init();
     if ((unsigned)which >= (unsigned)KV_ACCEL_SPECIAL_COUNT) return;
     atomic_store(&g_special[which], enabled);
+    kv_dispatch_epoch_advance();
 }
 
 /* ---- the environment ---- */
@@ -162,6 +168,7 @@ static kv_status apply_env(const env_config *c) {
     atomic_store(&kv_accel_gate_now, (int)c->gate);
     atomic_store(&kv_accel_redispatch_now, c->redispatch);
     for (int i = 0; i < KV_ACCEL_SPECIAL_COUNT; i++) atomic_store(&g_special[i], c->special[i]);
+    kv_dispatch_epoch_advance();
     return KV_OK;
 }
 

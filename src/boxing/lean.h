@@ -17,6 +17,31 @@
 #define KV_BOXING_LEAN_H
 
 #include "boxing/boxing_internal.h"
+#include "dispatch/tls_internal.h" /* the thread's TLS keys, read inline as kv_call reads them */
+#include "kv/op_ids.h"
+
+/* One thread's memo of the lean path's decision for one op of ops.schema:
+ * the target's kernel (NULL: declined) for accel arguments whose keys OR
+ * to `keys`, under the thread's TLS keys `included` / `excluded`, with
+ * `target` as the accel target, and everything the dispatch epoch covers
+ * (kv/dispatch.h): the op's table, the kernel observer, and the boxing
+ * switches (gate.c advances the epoch when the gate, the kill switch or
+ * the forced path changes). A call that matches all of them takes the
+ * memo's answer; any other decides afresh. Per thread, so no call waits
+ * for it or races on it; epoch 0 (a fresh thread's) is "none". */
+typedef struct kv_accel_lean_memo {
+    uint_fast64_t epoch;
+    kv_keyset keys;
+    kv_keyset included, excluded;
+    kv_kernel_fn fn;
+    kv_key target;
+    bool observed; /* a kernel observer was installed: call through kv_dispatch_run_kernel */
+} kv_accel_lean_memo;
+extern _Thread_local kv_accel_lean_memo kv_accel_lean_memos[KV_OP_COUNT];
+/* Decides afresh, as the gate rules say, and writes *m (lean.c); `epoch`
+ * was read before anything the decision reads. */
+void kv_accel_lean_decide(kv_accel_lean_memo *m, const kv_op *op, kv_keyset keys, kv_key target, kv_tls_keys tls,
+                          uint_fast64_t epoch);
 
 /* The cold parts (lean.c). Releases every tensor among v[0..n). */
 void kv_accel_lean_release(kv_ivalue *v, int n);
@@ -64,32 +89,36 @@ __attribute__((always_inline)) static inline kv_tensor *kv_accel_lean_unbox_alia
 /* kv_accel_shadow's header, except that the dims past ndim are not
  * written: the shadow lives for one kernel call of an op whose arguments
  * are plain tensors (no out=, whose unboxing copies dims back whole), and
- * kernels read dims below ndim only. The full copy was a quarter of what
- * the fast path adds to a small call. */
+ * kernels read dims below ndim only. Dim 0 is copied whatever ndim (the
+ * arrays are KV_MAX_DIMS long, and a 0-dim kernel reads neither), so the
+ * common 1-dim tensor costs no branch on ndim beyond the one test. */
 __attribute__((always_inline)) static inline void kv_accel_lean_shadow(kv_tensor *s, const kv_tensor *t, kv_key target) {
     atomic_init(&s->refcount, 1);
     s->storage = t->storage;
     const int ndim = t->ndim;
     s->ndim = ndim;
-    /* Unrolled from the top dim down: a loop here becomes two calls
-     * into libc's memcpy, dearer than the copy. */
+    s->sizes[0] = t->sizes[0];
+    s->strides[0] = t->strides[0];
+    if (__builtin_expect(ndim > 1, 0)) {
+        /* Unrolled from the top dim down: a loop here becomes two calls
+         * into libc's memcpy, dearer than the copy. */
 #define KV_LEAN_DIM(d)                     \
     case d + 1:                            \
         s->sizes[d] = t->sizes[d];         \
         s->strides[d] = t->strides[d];     \
         __attribute__((fallthrough));
-    switch (ndim) {
-        KV_LEAN_DIM(7)
-        KV_LEAN_DIM(6)
-        KV_LEAN_DIM(5)
-        KV_LEAN_DIM(4)
-        KV_LEAN_DIM(3)
-        KV_LEAN_DIM(2)
-        KV_LEAN_DIM(1)
-        KV_LEAN_DIM(0)
-    default: break;
-    }
+        switch (ndim) {
+            KV_LEAN_DIM(7)
+            KV_LEAN_DIM(6)
+            KV_LEAN_DIM(5)
+            KV_LEAN_DIM(4)
+            KV_LEAN_DIM(3)
+            KV_LEAN_DIM(2)
+            KV_LEAN_DIM(1)
+        default: break;
+        }
 #undef KV_LEAN_DIM
+    }
     s->offset = t->offset;
     s->dtype = t->dtype;
     s->device = (kv_device){ (kv_device_type)target, kv_accel_target_index(target, t->device.index) };
@@ -115,13 +144,18 @@ __attribute__((always_inline)) static inline bool kv_accel_lean(const kv_accel_l
         orig[j] = v->v.tensor;
         keys |= v->v.tensor->keys;
     }
-    /* Batched arguments go below the boxing layer (kv_accel_box_begin). */
-    if (p->ntensors == 0 || kv_keyset_has(keys, KV_KEY_BATCHED)) return false;
-    const kv_keyset boxed = kv_accel_keys_to_target(keys, runtime);
-    bool observed = true;
-    const kv_kernel_fn fn = kv_accel_gate_is_plain_exact() ? kv_dispatch_selected_kernel(op, boxed, runtime, &observed)
-                            : kv_accel_gate_allows_lean(op, runtime, boxed) ? kv_op_entry_fn(op, runtime)
-                                                                             : NULL;
+    if (p->ntensors == 0) return false;
+    /* The gate, through this thread's memo for the op (see the top). */
+    kv_accel_lean_memo *m = &kv_accel_lean_memos[p->op_id];
+    const kv_tls_keys tls = kv_tls_now();
+    const uint_fast64_t epoch = atomic_load_explicit(&kv_dispatch_epoch, memory_order_acquire);
+    if (__builtin_expect(m->epoch != epoch || m->keys != keys || m->target != runtime || m->included != tls.included ||
+                             m->excluded != tls.excluded,
+                         0))
+        kv_accel_lean_decide(m, op, keys, runtime, tls, epoch);
+    /* Read before the kernel runs: a nested call of this op may rewrite m. */
+    const kv_kernel_fn fn = m->fn;
+    const bool observed = m->observed;
     if (fn == NULL) return false;
 
     kv_accel_count_builtin(p->op_id, KV_ACCEL_PATH_FAST);
@@ -130,6 +164,7 @@ __attribute__((always_inline)) static inline bool kv_accel_lean(const kv_accel_l
      * land where they are unboxed. */
     kv_tensor shadows[KV_ACCEL_BOX_SHADOWS];
     kv_ivalue *slots = stack->slots;
+#pragma GCC unroll 4 /* KV_ACCEL_BOX_SHADOWS: the plan's count is a constant, the loop's overhead is not */
     for (int j = 0; j < p->ntensors; j++) {
         kv_accel_lean_shadow(&shadows[j], orig[j], runtime);
         slots[p->tensor_slot[j]].v.tensor = &shadows[j];

@@ -276,7 +276,10 @@ static kv_status lazy_check(const kv_op *op, kv_key backend, const kv_stack *sta
 
 static _Atomic(kv_kernel_observer) kv_observer;
 
-void kv_dispatch_set_kernel_observer(kv_kernel_observer fn) { atomic_store(&kv_observer, fn); }
+void kv_dispatch_set_kernel_observer(kv_kernel_observer fn) {
+    atomic_store(&kv_observer, fn);
+    kv_dispatch_epoch_advance(); /* memoized decisions hold whether it is installed */
+}
 
 /* A backend kernel: the lazy-bit check and the observer around it. */
 static kv_status dispatch_backend(const kv_op *op, kv_key k, kv_keyset ks, kv_stack *stack) {
@@ -387,6 +390,16 @@ kv_status kv_call(const kv_op *op, kv_stack *stack) {
     kv_keyset ks;
     st = compute_keyset(op, stack, &ks);
     if (st != KV_OK) return st;
+    return dispatch_on(op, ks, stack);
+}
+
+kv_status kv_call_typed(const kv_op *op, kv_keyset tensor_keys, kv_stack *stack) {
+    /* scan_common's formula and kv_call's tail call, without the pass
+     * over the arguments that the typed wrapper has made by construction. */
+    const kv_tls_keys tls = kv_tls_now();
+    const kv_keyset ks = ((tensor_keys | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL;
+    const kv_key k = kv_keyset_highest(ks);
+    if (ks != KV_KEYSET_EMPTY && !kv_key_is_backend(k) && op->table[k].fn != NULL) return op->table[k].fn(op, ks, stack);
     return dispatch_on(op, ks, stack);
 }
 

@@ -22,6 +22,7 @@ static kv_kernel_fn g_fallback[KV_KEY_COUNT];
 static kv_keyset g_fallback_fallthrough;
 
 atomic_bool kv_dispatch_cache_on = true;
+atomic_uint_fast64_t kv_dispatch_epoch = 1;
 static atomic_bool g_composed;
 static atomic_uint_fast64_t g_lookups;
 
@@ -74,7 +75,11 @@ static void op_recompute(kv_op *op) {
         if (e.kind == KV_ENTRY_FALLTHROUGH) op->fallthrough |= kv_keyset_of((kv_key)k);
         op->table[k] = e;
     }
+    /* After the table: a memo that reads the new epoch sees the new table. */
+    kv_dispatch_epoch_advance();
 }
+
+void kv_dispatch_epoch_advance(void) { atomic_fetch_add_explicit(&kv_dispatch_epoch, 1, memory_order_release); }
 
 static void recompute_all(void) {
     for (int i = 0; i < g_nops; i++) op_recompute(g_ops[i]);

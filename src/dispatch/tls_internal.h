@@ -1,5 +1,7 @@
-/* The thread's included/excluded key sets, for the dispatcher's own hot
- * path (call.c) to read without a call; everyone else uses kv/tls.h. */
+/* The thread's included/excluded key sets, for the hot paths to read
+ * without a call: the dispatcher's own (call.c) and the accel fast path's
+ * memo check (boxing/lean.h), which compares them with the keys a
+ * decision was made under. Everyone else uses kv/tls.h. */
 #ifndef KV_DISPATCH_TLS_INTERNAL_H
 #define KV_DISPATCH_TLS_INTERNAL_H
 

@@ -79,6 +79,16 @@ extern atomic_bool kv_dispatch_cache_on;
 typedef void (*kv_kernel_observer)(const kv_op *op, kv_key key, bool enter);
 void kv_dispatch_set_kernel_observer(kv_kernel_observer fn);
 
+/* The dispatch epoch: a number that grows whenever an op's table (a
+ * kernel, fallthrough or fallback registration) or the kernel observer
+ * changes, and whenever a layer above calls kv_dispatch_epoch_advance
+ * because a switch of its own changed. A decision memoized together
+ * with the epoch read before making it holds while the epoch reads the
+ * same, as far as those inputs go (the thread's TLS keys and the
+ * arguments are the memo's to compare). Never 0, so 0 can mean "none". */
+extern atomic_uint_fast64_t kv_dispatch_epoch;
+void kv_dispatch_epoch_advance(void);
+
 const char *kv_op_name(const kv_op *op);
 const kv_schema *kv_op_schema(const kv_op *op);
 /* The op's kv_op_id (build/gen/kv/op_ids.h) for ops of ops.schema; -1 for
@@ -108,6 +118,14 @@ kv_keyset kv_op_fallthrough_keys(const kv_op *op);
 kv_status kv_call_keyset(const kv_op *op, const kv_stack *stack, kv_keyset *out);
 kv_status kv_call(const kv_op *op, kv_stack *stack);
 kv_status kv_call_by_name(const char *full_name, kv_stack *stack);
+/* kv_call for the typed wrappers (kv/ops.h), which vouch for their stack:
+ * it holds the schema's arguments with their own tags (no None, no list,
+ * no str, dtype, device or generator), every tensor non-NULL and all on
+ * one device, every Scalar of a known kind, at least one tensor; and
+ * `tensor_keys` is the OR of the tensors' key sets. The same key set and
+ * kernel as kv_call, without its pass over the arguments. A stack that
+ * breaks the promise goes through kv_call instead, which words the error. */
+kv_status kv_call_typed(const kv_op *op, kv_keyset tensor_keys, kv_stack *stack);
 /* Dispatches on `ks` as given (minus the op's fallthrough keys) without
  * consulting the arguments or TLS. */
 kv_status kv_redispatch(const kv_op *op, kv_keyset ks, kv_stack *stack);

@@ -61,39 +61,40 @@ void kv_gen_emit_decl(const kv_gen_op *op, kv_gen_buf *out) {
     kv_gen_buf_puts(out, ";\n");
 }
 
-static void put_returns(const kv_gen_op *op, kv_gen_buf *out) {
+static void put_returns(const kv_gen_op *op, const char *call, kv_gen_buf *out) {
     const kv_schema *s = &op->schema;
     const char *name = s->full_name;
     switch (op->ret_kind) {
     case KV_GEN_RET_TENSOR:
         kv_gen_buf_printf(out,
-                          "    if (kv_call(op, &st) != KV_OK) return NULL;\n"
+                          "    if (%s != KV_OK) return NULL;\n"
                           "    return gen_take_tensor(&st, \"%s\");\n",
-                          name);
+                          call, name);
         return;
     case KV_GEN_RET_ALIAS:
         kv_gen_buf_printf(out,
-                          "    kv_status rc = kv_call(op, &st);\n"
+                          "    kv_status rc = %s;\n"
                           "    if (rc != KV_OK) return rc;\n"
                           "    return gen_drop_alias(&st, \"%s\");\n",
-                          name);
+                          call, name);
         return;
     case KV_GEN_RET_TENSOR_LIST:
         /* One new reference per element into the caller's array; the
          * stack is the wrapper's own (heap when the list is long). */
         kv_gen_buf_printf(out,
-                          "    kv_status rc = kv_call(op, &st);\n"
+                          "    kv_status rc = %s;\n"
                           "    if (rc == KV_OK) rc = gen_take_list(&st, \"%s\", %s.n, %s);\n"
                           "    if (slots != inline_slots) free(slots);\n"
                           "    return rc;\n",
-                          name, op->params[kv_gen_first_list_arg(s)], op->outs[0]);
+                          call, name, op->params[kv_gen_first_list_arg(s)], op->outs[0]);
         return;
     case KV_GEN_RET_OUTPARAMS:
         break;
     }
-    kv_gen_buf_puts(out,
-                    "    kv_status rc = kv_call(op, &st);\n"
-                    "    if (rc != KV_OK) return rc;\n");
+    kv_gen_buf_printf(out,
+                      "    kv_status rc = %s;\n"
+                      "    if (rc != KV_OK) return rc;\n",
+                      call);
     if (s->nreturns == 0) {
         kv_gen_buf_printf(out, "    return gen_check_returns(&st, \"%s\", NULL, 0);\n", name);
         return;
@@ -133,6 +134,67 @@ static bool inlined_push(const char *push) {
     return false;
 }
 
+/* Whether the wrapper's stack is one kv_call_typed may take: every
+ * argument a plain Tensor or a value kv_call only checks by its tag (a
+ * Scalar's kind aside, checked inline), and at least one tensor. Lists,
+ * optionals, strings, dtypes, devices and generators need kv_call's
+ * pass over the stack. */
+static bool typed_call(const kv_schema *s) {
+    int ntensors = 0;
+    for (int i = 0; i < s->nargs; i++) {
+        const kv_type t = s->args[i].type;
+        if (t.is_list || t.optional) return false;
+        switch (t.kind) {
+        case KV_TYPE_TENSOR: ntensors++; break;
+        case KV_TYPE_INT:
+        case KV_TYPE_FLOAT:
+        case KV_TYPE_BOOL:
+        case KV_TYPE_SCALAR:
+        case KV_TYPE_LAYOUT:
+        case KV_TYPE_MEMORY_FORMAT: break;
+        case KV_TYPE_STR:
+        case KV_TYPE_SCALAR_TYPE:
+        case KV_TYPE_DEVICE:
+        case KV_TYPE_GENERATOR: return false;
+        }
+    }
+    return ntensors > 0;
+}
+
+/* For a typed_call op: the condition under which the wrapper vouches for
+ * its stack (kv_call_typed's promise: tensors non-NULL and on the first
+ * one's device, Scalars of a known kind), written as `typed`, and the
+ * call expression into *call. Otherwise *call is plain kv_call. */
+static void put_typed_check(const kv_gen_op *op, kv_gen_buf *call, kv_gen_buf *out) {
+    const kv_schema *s = &op->schema;
+    if (!typed_call(s)) {
+        kv_gen_buf_puts(call, "kv_call(op, &st)");
+        return;
+    }
+    const char *first = NULL;
+    const char *and = "";
+    kv_gen_buf_puts(out, "    const bool typed = ");
+    kv_gen_buf_puts(call, "(typed ? kv_call_typed(op, ");
+    for (int i = 0; i < s->nargs; i++) {
+        const char *p = op->params[i];
+        if (s->args[i].type.kind == KV_TYPE_SCALAR) {
+            kv_gen_buf_printf(out, "%sgen_scalar_known(%s)", and, p);
+        } else if (s->args[i].type.kind != KV_TYPE_TENSOR) {
+            continue;
+        } else if (first == NULL) {
+            kv_gen_buf_printf(out, "%s%s", and, p);
+            kv_gen_buf_printf(call, "%s->keys", p);
+            first = p;
+        } else {
+            kv_gen_buf_printf(out, "%s%s && kv_device_equal(%s->device, %s->device)", and, p, first, p);
+            kv_gen_buf_printf(call, " | %s->keys", p);
+        }
+        and = " && ";
+    }
+    kv_gen_buf_puts(out, ";\n");
+    kv_gen_buf_puts(call, ", &st) : kv_call(op, &st))");
+}
+
 void kv_gen_emit_wrapper(const kv_gen_op *op, kv_gen_buf *out) {
     const kv_schema *s = &op->schema;
     /* The stack holds the arguments, then the returns in their place. */
@@ -170,7 +232,12 @@ void kv_gen_emit_wrapper(const kv_gen_op *op, kv_gen_buf *out) {
         kv_gen_buf_printf(out, "    %s%s(&st, %s);\n", inlined_push(m.push) ? "gen" : "", m.push + (inlined_push(m.push) ? 2 : 0),
                           op->params[i]);
     }
-    put_returns(op, out);
+    kv_gen_buf call;
+    kv_gen_buf_init(&call);
+    put_typed_check(op, &call, out);
+    out->failed |= call.failed;
+    put_returns(op, kv_gen_buf_str(&call), out);
+    kv_gen_buf_free(&call);
     kv_gen_buf_puts(out, "}\n");
 }
 
@@ -263,7 +330,10 @@ static void put_helpers(const kv_gen_ops *ops, kv_gen_buf *out) {
                     "}\n"
                     "static inline void gen_push_bool(kv_stack *st, bool v) {\n"
                     "    st->slots[st->size++] = (kv_ivalue){ .tag = KV_IV_BOOL, .v.b = v };\n"
-                    "}\n");
+                    "}\n"
+                    "\n"
+                    "/* A Scalar kv_call would take (kv_call_typed's promise). */\n"
+                    "static inline bool gen_scalar_known(kv_scalar v) { return (unsigned)v.kind <= (unsigned)KV_SCALAR_COMPLEX; }\n");
     /* The one-tensor returns check the common case inline and leave the
      * rest, with its message, to gen_check_returns. */
     if (any_kind(ops, KV_GEN_RET_TENSOR))
