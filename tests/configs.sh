@@ -37,7 +37,10 @@ exit_hook=no
 run_tool=""
 case "$cfg" in
 cov)  cc=gcc;   extra="-O0 --coverage -Wno-error"; exit_hook=yes ;;
-asan) cc=gcc;   extra="-O1 -fsanitize=address,undefined $san_common" ;;
+# -O2 as the normal build: the suite ran 1.5 times faster than at -O1
+# (cases/programs.case in process: 49 s against 72 s), and the frame
+# pointer kept above keeps the reports' stacks whole.
+asan) cc=gcc;   extra="-O2 -fsanitize=address,undefined $san_common" ;;
 tsan) cc=gcc;   extra="-O1 -fsanitize=thread -fno-omit-frame-pointer -Wno-error" ;;
 # glibc defines C11's CMPLX only for gcc (it tests __GNUC__ >= 4.7, and
 # clang says 4.2); clang has the builtin it expands to.
