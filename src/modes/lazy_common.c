@@ -428,12 +428,40 @@ kv_status kv_lazy_fallback_run(const kv_lazy_bit *bit, const kv_op *op, kv_keyse
 
 /* ---- kernels every lazy key registers ---- */
 
-/* clone materializes: the fallback's work, without counting as it. */
+/* clone materializes: the result holds the logical values and no bit.
+ * ZeroTensor takes the fallback's work (without counting as it). A
+ * Conjugate or Negative self is cloned below the bit first, with the
+ * call's memory_format, so the copy has the strides preserve_format gives
+ * (PyTorch: empty_like, then copy_ through the bit), then f is applied to
+ * it in place: f(copy) is computed and copied back into it. */
 static kv_status clone_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     const kv_lazy_bit *bit;
     kv_status st = bit_of_kernel(op, ks, &bit);
     if (st != KV_OK) return st;
-    return kv_lazy_fallback_run(bit, op, ks, stack, false);
+    kv_tensor *self = kv_arg_tensor(stack, 0);
+    if (bit->immutable || !kv_lazy_has(self, bit->key)) return kv_lazy_fallback_run(bit, op, ks, stack, false);
+    const kv_keyset below = ks & kv_keyset_below(bit->key);
+    kv_tensor *stripped = kv_tensor_alias(self);
+    if (stripped == NULL) return kv_last_error();
+    stripped->keys = kv_keyset_remove(stripped->keys, bit->key);
+    const kv_ivalue saved = stack->slots[0];
+    stack->slots[0].v.tensor = stripped;
+    st = kv_redispatch(op, below, stack);
+    kv_tensor_release(stripped);
+    if (st != KV_OK) {
+        stack->slots[0] = saved;
+        return st;
+    }
+    kv_tensor *copy = stack->slots[0].v.tensor;
+    kv_tensor *applied = bit->apply(copy);
+    st = applied ? kv_lazy_copy_logical(kv_op_name(op), copy, applied, below) : kv_last_error();
+    kv_tensor_release(applied);
+    if (st != KV_OK) {
+        kv_stack_clear_returns(stack);
+        return st;
+    }
+    kv_lazy_count(bit->key, KV_LAZY_MATERIALIZATIONS);
+    return KV_OK;
 }
 
 /* copy_(self, src): the XOR rule for every bit at once. */
