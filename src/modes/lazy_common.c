@@ -428,6 +428,21 @@ kv_status kv_lazy_fallback_run(const kv_lazy_bit *bit, const kv_op *op, kv_keyse
 
 /* ---- kernels every lazy key registers ---- */
 
+/* op below the bit with argument 0 replaced by an alias of it without the
+ * bit (its other bits kept); after a failure argument 0 is the caller's
+ * tensor again. */
+static kv_status redispatch_stripped(const kv_op *op, const kv_lazy_bit *bit, kv_keyset below, kv_stack *stack) {
+    kv_tensor *stripped = kv_tensor_alias(kv_arg_tensor(stack, 0));
+    if (stripped == NULL) return kv_last_error();
+    stripped->keys = kv_keyset_remove(stripped->keys, bit->key);
+    const kv_ivalue saved = stack->slots[0];
+    stack->slots[0].v.tensor = stripped;
+    const kv_status st = kv_redispatch(op, below, stack);
+    if (st != KV_OK) stack->slots[0] = saved;
+    kv_tensor_release(stripped);
+    return st;
+}
+
 /* clone materializes: the result holds the logical values and no bit.
  * ZeroTensor takes the fallback's work (without counting as it). A
  * Conjugate or Negative self is cloned below the bit first, with the
@@ -441,17 +456,7 @@ static kv_status clone_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     kv_tensor *self = kv_arg_tensor(stack, 0);
     if (bit->immutable || !kv_lazy_has(self, bit->key)) return kv_lazy_fallback_run(bit, op, ks, stack, false);
     const kv_keyset below = ks & kv_keyset_below(bit->key);
-    kv_tensor *stripped = kv_tensor_alias(self);
-    if (stripped == NULL) return kv_last_error();
-    stripped->keys = kv_keyset_remove(stripped->keys, bit->key);
-    const kv_ivalue saved = stack->slots[0];
-    stack->slots[0].v.tensor = stripped;
-    st = kv_redispatch(op, below, stack);
-    kv_tensor_release(stripped);
-    if (st != KV_OK) {
-        stack->slots[0] = saved;
-        return st;
-    }
+    if ((st = redispatch_stripped(op, bit, below, stack)) != KV_OK) return st;
     kv_tensor *copy = stack->slots[0].v.tensor;
     kv_tensor *applied = bit->apply(copy);
     st = applied ? kv_lazy_copy_logical(kv_op_name(op), copy, applied, below) : kv_last_error();
@@ -553,17 +558,9 @@ static kv_status view_or_copy_kernel(const kv_op *op, kv_keyset ks, kv_stack *st
     const kv_keyset below = ks & kv_keyset_below(bit->key);
     kv_tensor *self = kv_arg_tensor(stack, 0);
     if (!kv_lazy_has(self, bit->key)) return kv_redispatch(op, below, stack);
-    kv_tensor *stripped = kv_tensor_alias(self);
-    if (stripped == NULL) return kv_last_error();
-    stripped->keys = kv_keyset_remove(stripped->keys, bit->key);
-    const kv_ivalue saved = stack->slots[0];
-    stack->slots[0].v.tensor = stripped;
-    st = kv_redispatch(op, below, stack);
+    st = redispatch_stripped(op, bit, below, stack);
     if (st == KV_OK && stack->size >= 1 && stack->slots[0].tag == KV_IV_TENSOR)
         stack->slots[0].v.tensor->keys |= kv_keyset_of(bit->key);
-    else if (st != KV_OK)
-        stack->slots[0] = saved;
-    kv_tensor_release(stripped);
     return st;
 }
 
