@@ -276,6 +276,54 @@ static void test_golden_libm_ulp_allowance(void **state) {
     assert_int_equal(kv_register_kernel("exp", KV_KEY_CPU, kv_ref_exp), KV_OK);
 }
 
+/* Regeneration holds the reference to the exact golden it records, with
+ * the rule a normal run applies, so it never reports a pass for a store
+ * whose own golden check then fails. */
+static kv_result_list regen(const kv_case *c) {
+    kv_run_env env = { store, true, NULL, KV_GOLDEN_MODE_AUTO };
+    kv_result_list res = { 0 };
+    kv_case_run(c, &env, &res);
+    return res;
+}
+
+static void test_regen_checks_what_it_records(void **state) {
+    (void)state;
+    /* exp 3 ulp off (the f32 rule is 2): the regeneration FAILs, naming
+     * the case and the elements, and the truth is recorded all the same. */
+    kv_case c = mk_case("exp", KV_F32, 1, S45, CK(KV_CHECK_GOLDEN));
+    c.seed = 41;
+    exp_nudge = 3;
+    assert_int_equal(kv_register_kernel("exp", KV_KEY_CPU, nudged_exp), KV_OK);
+    kv_result_list res = regen(&c);
+    assert_int_equal(kv_register_kernel("exp", KV_KEY_CPU, kv_ref_exp), KV_OK);
+    expect_status(&res, "golden", KV_RESULT_FAIL);
+    const kv_check_result *g = find(&res, "golden");
+    if (g == NULL) return;
+    if (strstr(g->message, "differs from the exact golden it records") == NULL) fail_msg("message: %s", g->message);
+    if (strncmp(g->case_id, "exp(", 4) != 0) fail_msg("case id: %s", g->case_id);
+    assert_int_equal(g->mismatched, 1);
+    kv_result_list_free(&res);
+    assert_int_equal(kv_golden_save(store, false, NULL), KV_OK);
+    res = run(&c);
+    expect_status(&res, "golden", KV_RESULT_PASS);
+    kv_result_list_free(&res);
+
+    /* f64 mm on NaN, +-Inf and +-DBL_MAX: products overflow with opposite
+     * signs where the exact sum is +-Inf (the plain f64 sum gave NaN). The
+     * reference now recomputes such sums, so the regeneration passes and
+     * so does the golden check on what it wrote. */
+    const kv_shape mm[2] = { { 2, { 26, 9 } }, { 2, { 9, 33 } } };
+    kv_case m = mk_case("mm", KV_F64, 2, mm, CK(KV_CHECK_GOLDEN));
+    m.fill = KV_FILL_SPECIAL;
+    res = regen(&m);
+    expect_status(&res, "golden", KV_RESULT_PASS);
+    kv_result_list_free(&res);
+    assert_int_equal(kv_golden_save(store, false, NULL), KV_OK);
+    res = run(&m);
+    expect_status(&res, "golden", KV_RESULT_PASS);
+    kv_result_list_free(&res);
+}
+
 /* ---- memory ---- */
 
 static void expect_memory_fail_on(kv_kernel_fn fn, const kv_shape *shape, const char *words) {
@@ -692,6 +740,7 @@ int main(void) {
         cmocka_unit_test(test_golden_missing_is_error),
         cmocka_unit_test(test_wrong_kernel_fails_with_mismatches),
         cmocka_unit_test(test_golden_libm_ulp_allowance),
+        cmocka_unit_test(test_regen_checks_what_it_records),
         cmocka_unit_test(test_memory_oob_write),
         cmocka_unit_test(test_memory_unwritten),
         cmocka_unit_test(test_memory_leak),

@@ -400,6 +400,60 @@ static void test_grad_mutated_input_keeps_layout(void **state) {
     }
 }
 
+/* Under grad an in-place op's self in an overlapping layout (b, w) is a
+ * non-leaf with the leaf's exact strides and values (an as_strided view
+ * of a clone of its storage), so a write into it is refused as without
+ * the mode, fill_ still runs, and the gradient reaches the leaf. */
+static void test_grad_mutated_input_keeps_overlap(void **state) {
+    (void)state;
+    const kv_shape sh[1] = { { 2, { 6, 7 } } };
+    const kv_layout lays[2] = { KV_LAYOUT_BROADCAST, KV_LAYOUT_WINDOW };
+    for (int l = 0; l < 2; l++) {
+        kv_case c = kv_test_case_of("neg", KV_F32, 1, sh);
+        c.layouts[0] = lays[l];
+        kv_case_inputs lay;
+        make(&c, false, &lay);
+        const kv_tensor *placed = lay.tensors[0];
+        kv_tensor *leaf = NULL;
+        kv_tensor *in = kv_lazy_input_build(placed, 0, lays[l], KV_DEVICE_CPU0, true, true, &leaf);
+        assert_non_null(in);
+        assert_non_null(leaf);
+        assert_true(in != leaf);
+        assert_false(kv_tensor_is_leaf(in));
+        assert_true(kv_tensor_requires_grad(in));
+        assert_memory_equal(in->strides, leaf->strides, 2 * sizeof(int64_t));
+        assert_int_equal(in->offset, leaf->offset);
+        assert_int_equal(kv_tensor_internal_overlap(in, NULL), KV_OVERLAP_YES);
+        const kv_cmp_rule strict = { KV_CMP_BITWISE, 0, false, true };
+        kv_cmp_report rep;
+        assert_int_equal(kv_compare(placed, in, &strict, NULL, &rep), KV_OK);
+        assert_int_equal(rep.mismatched, 0);
+        /* add_ refused as without grad; fill_ writes one value. */
+        kv_tensor *one = kv_ones((kv_int_list){ sh[0].sizes, 2 }, NULL, NULL, NULL, NULL);
+        assert_int_not_equal(kv_add_(in, one, kv_scalar_int(1)), KV_OK);
+        assert_int_equal(kv_last_error(), KV_ERR_INVALID_ARG);
+        assert_int_equal(kv_fill_(in, kv_scalar_double(2.5)), KV_OK);
+        assert_true(kv_tensor_get_f64(in, (int64_t[]){ 5, 6 }) == 2.5);
+        /* sum(in * one) after the fill does not depend on the leaf: its
+         * gradient is zero, through as_strided's backward. */
+        kv_tensor *y = kv_mul(in, one);
+        kv_tensor *loss = y ? kv_sum(y, NULL, false, NULL) : NULL;
+        assert_non_null(loss);
+        if (kv_backward(loss, NULL) != KV_OK) fail_msg("backward: %s", kv_last_error_message());
+        kv_tensor *g = kv_tensor_grad(leaf);
+        if (g != NULL) {
+            for (int64_t i = 0; i < 6; i++)
+                for (int64_t j = 0; j < 7; j++) assert_true(kv_tensor_get_f64(g, (int64_t[]){ i, j }) == 0.0);
+        }
+        kv_tensor_release(loss);
+        kv_tensor_release(y);
+        kv_tensor_release(one);
+        kv_tensor_release(in);
+        kv_tensor_release(leaf);
+        kv_case_inputs_free(&lay);
+    }
+}
+
 static void test_layouts_same_values(void **state) {
     (void)state;
     const kv_shape sh[1] = { { 3, { 3, 4, 5 } } };
@@ -558,6 +612,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_special_values_present, setup, teardown),
         cmocka_unit_test_setup_teardown(test_layouts_same_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grad_mutated_input_keeps_layout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grad_mutated_input_keeps_overlap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_broadcast_golden_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_args_boxing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_cases_are_errors, setup, teardown),

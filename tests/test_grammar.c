@@ -484,8 +484,10 @@ static void test_errors_options(void **state) {
                  "t.case:1:34: add.out: --out=@0: the out slot's shape [4,4] is not [4,5] (input 0's)");
     expect_error("--op=neg --shape=4 --out=@0\n", "t.case:1:20: neg: --out=@0: the op has no out= argument");
     expect_error("--op=add.out --shape=4x5:4x5:4x5 --out=0\n",
-                 "t.case:1:40: --out: unknown value '0' (new, @N: out is input N, @N.t: out is input N transposed; "
-                 "N below 8)");
+                 "t.case:1:40: --out: unknown value '0' (new, @N: out is input N, @N.t: out is input N transposed, "
+                 "@N.i: out interleaved with input N; N below 8)");
+    expect_error("--op=add.out --shape=0x5:4x5:0x5 --out=@0.i\n",
+                 "t.case:1:34: add.out: --out=@0.i: input 0 needs at least one dim and an element");
     expect_error("--op=neg --shape=4 --fill=rand\n",
                  "t.case:1:27: --fill: unknown fill 'rand' (fills: exact, real, special)");
     expect_error("--op=neg --shape=4 --seed=-1\n",

@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -147,6 +148,45 @@ static void test_conj_view_shares_storage_and_toggles(void **state) {
     kv_tensor_release(cc);
     kv_tensor_release(c);
     kv_tensor_release(a);
+}
+
+/* clone of a flagged transposed tensor: the logical values, no bit, and
+ * the strides memory_format=preserve gives (self's own: transposed), as a
+ * clone without a bit; contiguous_format still gives row-major. */
+static void test_clone_through_bits_preserves_strides(void **state) {
+    (void)state;
+    const int64_t sz[2] = { 4, 5 }, tsz[2] = { 5, 4 }, tst[2] = { 1, 5 };
+    float v[40] = { 0 };
+    for (int i = 0; i < 20; i++) v[2 * i] = (float)i; /* element i of the storage is i + 0i */
+    kv_tensor *a2 = kv_tensor_from_data(v, sz, 2, KV_C64);
+    assert_non_null(a2);
+    kv_tensor *t = kv_tensor_view(a2, tsz, tst, 2, 0);
+    kv_tensor *flagged[3] = { kv__neg_view(t), kv_conj(t), NULL };
+    flagged[2] = kv_conj(flagged[0]);
+    const double sign_re[3] = { -1, 1, -1 }, sign_im[3] = { -1, -1, 1 };
+    for (int f = 0; f < 3; f++) {
+        assert_non_null(flagged[f]);
+        kv_tensor *c = kv_clone(flagged[f], NULL);
+        assert_non_null(c);
+        assert_false(kv_keyset_has(c->keys, KV_KEY_NEGATIVE) || kv_keyset_has(c->keys, KV_KEY_CONJUGATE));
+        assert_int_equal(c->strides[0], 1);
+        assert_int_equal(c->strides[1], 5);
+        const float *p = kv_tensor_data(c);
+        for (int i = 0; i < 20; i++) {
+            assert_true(p[2 * i] == (float)(sign_re[f] * i));
+            if (p[2 * i + 1] != 0.0f || (signbit(p[2 * i + 1]) != 0) != (sign_im[f] < 0))
+                fail_msg("flag %d element %d: imaginary part %g", f, i, (double)p[2 * i + 1]);
+        }
+        kv_tensor *r = kv_clone(flagged[f], &(int64_t){ KV_MEMORY_FORMAT_CONTIGUOUS });
+        assert_non_null(r);
+        assert_int_equal(r->strides[0], 4);
+        assert_int_equal(r->strides[1], 1);
+        kv_tensor_release(r);
+        kv_tensor_release(c);
+        kv_tensor_release(flagged[f]);
+    }
+    kv_tensor_release(t);
+    kv_tensor_release(a2);
 }
 
 static void test_conj_of_real_is_identity(void **state) {
@@ -809,6 +849,7 @@ int main(void) {
         cmocka_unit_test(test_resolve_and_is),
         cmocka_unit_test(test_make_and_materialize),
         cmocka_unit_test(test_counters),
+        cmocka_unit_test(test_clone_through_bits_preserves_strides),
         cmocka_unit_test(test_removed_fallback_is_a_clear_error),
         cmocka_unit_test(test_debug_check_catches_bit_at_backend),
     };

@@ -383,7 +383,35 @@ static void test_clone_contiguous_to_copy(void **state) {
     const float v[6] = { 1, 2, 3, 4, 5, 6 };
     kv_tensor *base = f32t(SZ(2, 3), 2, v);
     kv_tensor *t = transposed(base);
-    kv_tensor *c = kv_clone(t, NULL);
+    /* memory_format=preserve, the default: a transposed (non-overlapping
+     * and dense) self gives a transposed copy, its bytes in self's order;
+     * contiguous_format gives row-major. */
+    const int64_t rowmajor = KV_MEMORY_FORMAT_CONTIGUOUS, preserve = KV_MEMORY_FORMAT_PRESERVE;
+    const int64_t *formats[2] = { NULL, &preserve };
+    for (int f = 0; f < 2; f++) {
+        kv_tensor *p = kv_clone(t, formats[f]);
+        assert_non_null(p);
+        assert_int_equal(p->strides[0], 1);
+        assert_int_equal(p->strides[1], 3);
+        assert_int_equal(p->offset, 0);
+        for (int i = 0; i < 6; i++) assert_f32_is(f32d(p)[i], v[i]);
+        assert_true(kv_tensor_data(p) != kv_tensor_data(base));
+        kv_tensor *w = kv__to_copy(t, &(kv_dtype){ KV_F64 }, NULL, NULL, NULL, false, formats[f]);
+        assert_non_null(w);
+        assert_int_equal(w->strides[0], 1);
+        assert_int_equal(w->strides[1], 3);
+        for (int i = 0; i < 6; i++) assert_true(f64d(w)[i] == (double)v[i]);
+        kv_tensor_release(w);
+        kv_tensor_release(p);
+    }
+    /* Not dense (every other column): the dense strides of its order. */
+    kv_tensor *gaps = kv_tensor_view(base, SZ(2, 2), SZ(3, 2), 2, 0);
+    kv_tensor *g = kv_clone(gaps, NULL);
+    check_meta(g, KV_F32, SZ(2, 2), 2);
+    assert_f32_is(f32d(g)[1], 3.0f);
+    kv_tensor_release(g);
+    kv_tensor_release(gaps);
+    kv_tensor *c = kv_clone(t, &rowmajor);
     check_meta(c, KV_F32, SZ(3, 2), 2);
     const float want[6] = { 1, 4, 2, 5, 3, 6 };
     for (int i = 0; i < 6; i++) assert_f32_is(f32d(c)[i], want[i]);
@@ -403,7 +431,7 @@ static void test_clone_contiguous_to_copy(void **state) {
     check_meta(h, KV_F16, SZ(2), 1);
     assert_int_equal(u16d(h)[0], 0x3C01); /* above the midpoint: up */
     assert_int_equal(u16d(h)[1], 0x7C00); /* 65520 rounds to +inf */
-    kv_tensor *same_dt = kv__to_copy(t, NULL, NULL, &(kv_device){ KV_DEVICE_CPU, 0 }, NULL, false, NULL);
+    kv_tensor *same_dt = kv__to_copy(t, NULL, NULL, &(kv_device){ KV_DEVICE_CPU, 0 }, NULL, false, &rowmajor);
     check_meta(same_dt, KV_F32, SZ(3, 2), 2);
     assert_f32_is(f32d(same_dt)[1], 4.0f);
     expect_null_error(kv__to_copy(t, NULL, NULL, &(kv_device){ KV_DEVICE_SIM, 0 }, NULL, false, NULL), KV_ERR_DEVICE,

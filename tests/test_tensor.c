@@ -872,6 +872,42 @@ static void test_refcount_threads(void **state) {
 
 /* Exact: nested strides never overlap, stride 0 and windows do, and an
  * interleaving that never meets ([2, 3] over [3, 2]: 0 2 4 3 5 7) does not. */
+/* PyTorch's is_non_overlapping_and_dense and the strides preserve_format
+ * gives (infer_dense_strides), on bare geometries. */
+static void test_preserve_strides(void **state) {
+    (void)state;
+    const struct {
+        int ndim;
+        int64_t sizes[5], strides[5];
+        bool dense;
+        int64_t want[5];
+    } rows[] = {
+        { 3, { 2, 3, 4 }, { 12, 4, 1 }, true, { 12, 4, 1 } },          /* contiguous */
+        { 2, { 4, 3 }, { 1, 4 }, true, { 1, 4 } },                      /* transposed: kept */
+        { 3, { 3, 1, 4 }, { 4, 100, 1 }, true, { 4, 100, 1 } },         /* a size-1 dim's stride is free */
+        { 2, { 3, 4 }, { 8, 2 }, false, { 4, 1 } },                     /* every other element */
+        { 2, { 3, 4 }, { 1, 6 }, false, { 1, 3 } },                     /* column-major with gaps */
+        { 2, { 6, 7 }, { 4, 1 }, false, { 7, 1 } },                     /* overlapping windows */
+        { 2, { 6, 7 }, { 0, 1 }, false, { 7, 1 } },                     /* broadcast */
+        { 1, { 5 }, { 2 }, false, { 1 } },                              /* one dim */
+        /* PyTorch's own example: stride-0 dims keep their place */
+        { 5, { 6, 5, 4, 3, 2 }, { 6, 0, 120, 0, 1 }, false, { 6, 36, 180, 2, 1 } },
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        kv_tensor t;
+        memset(&t, 0, sizeof t);
+        t.ndim = rows[r].ndim;
+        memcpy(t.sizes, rows[r].sizes, sizeof(int64_t) * (size_t)t.ndim);
+        memcpy(t.strides, rows[r].strides, sizeof(int64_t) * (size_t)t.ndim);
+        if (kv_tensor_non_overlapping_and_dense(&t) != rows[r].dense) fail_msg("row %zu: dense?", r);
+        int64_t got[KV_MAX_DIMS];
+        kv_tensor_preserve_strides(&t, got);
+        for (int d = 0; d < t.ndim; d++)
+            if (got[d] != rows[r].want[d])
+                fail_msg("row %zu: dim %d: stride %lld, want %lld", r, d, (long long)got[d], (long long)rows[r].want[d]);
+    }
+}
+
 static void test_internal_overlap(void **state) {
     (void)state;
     const int64_t n = 64;
@@ -932,6 +968,7 @@ int main(void) {
         cmocka_unit_test(test_cpu_cache),
         cmocka_unit_test(test_small_tensor_block),
         cmocka_unit_test(test_internal_overlap),
+        cmocka_unit_test(test_preserve_strides),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -311,6 +311,20 @@ static kv_tensor *cp_copy_of(const kv_tensor *t) {
     return out;
 }
 
+/* clone/_to_copy with memory_format=preserve (or None): the strides
+ * kv_tensor_preserve_strides gives, as the reference (kernels/ref). */
+static kv_tensor *cp_copy_preserving(const kv_tensor *t) {
+    int64_t strides[KV_MAX_DIMS], rowmajor[KV_MAX_DIMS];
+    kv_tensor_preserve_strides(t, strides);
+    kv_contiguous_strides(t->sizes, t->ndim, rowmajor);
+    if (memcmp(strides, rowmajor, sizeof(int64_t) * (size_t)t->ndim) == 0) return cp_copy_of(t);
+    kv_tensor *out = kv_tensor_empty_strided(t->sizes, strides, t->ndim, t->dtype, KV_DEVICE_CPU0);
+    if (out != NULL && kv_tensor_numel(t) > 0)
+        kv_cpu_copy_strided(kv_tensor_data(out), strides, kv_tensor_data(t), t->strides, t->sizes, t->ndim,
+                            kv_dtype_size(t->dtype));
+    return out;
+}
+
 /* Copies src (its own strides) into out at element offset `at`, through
  * out strides `ost`. */
 static void cp_region(kv_tensor *out, const int64_t *ost, int64_t at, const kv_tensor *src) {
@@ -383,7 +397,9 @@ kv_status kv_cpu_copy_kernel(const kv_op *op, kv_keyset ks, kv_stack *s) {
         return cp_return_self(s, self);
     }
     case KV_OP_CLONE:
-    case KV_OP__TO_COPY: return cp_return_new(s, cp_copy_of(self));
+        return cp_return_new(s, kv_ref_memory_format_preserves(s, 1) ? cp_copy_preserving(self) : cp_copy_of(self));
+    case KV_OP__TO_COPY:
+        return cp_return_new(s, kv_ref_memory_format_preserves(s, 6) ? cp_copy_preserving(self) : cp_copy_of(self));
     case KV_OP_CONTIGUOUS:
         if (kv_tensor_is_contiguous(self)) {
             kv_tensor_retain(self);

@@ -35,10 +35,21 @@ static kv_status copy_run(const char *op, kv_tensor *dst, kvc_geom og, const kv_
     return kvc_copy(&a) == 0 ? KV_OK : kv_cuda_device_error(op);
 }
 
-/* A new contiguous device tensor with t's values in dtype dt. */
-static kv_tensor *copy_new(const char *op, const kv_tensor *t, kv_dtype dt) {
+/* A new device tensor with t's values in dtype dt: contiguous, or with
+ * preserve in the strides memory_format=preserve gives (the reference's
+ * rule, kv_tensor_preserve_strides: a dense permutation, so a contiguous
+ * block viewed in them). */
+static kv_tensor *copy_new(const char *op, const kv_tensor *t, kv_dtype dt, bool preserve) {
     kv_tensor *out = kv_cuda_empty(t->sizes, t->ndim, dt);
     if (out == NULL) return NULL;
+    if (preserve) {
+        int64_t strides[KV_MAX_DIMS];
+        kv_tensor_preserve_strides(t, strides);
+        kv_tensor *v = kv_cuda_host->tensor_view(out, t->sizes, strides, t->ndim, 0);
+        kv_cuda_host->tensor_release(out);
+        if (v == NULL) return NULL;
+        out = v;
+    }
     if (copy_run(op, out, kv_cuda_geom_of(out), t, kv_cuda_geom_of(t), kv_cuda_host->tensor_numel(t)) != KV_OK) {
         kv_cuda_host->tensor_release(out);
         return NULL;
@@ -52,6 +63,11 @@ static kv_status check_memory_format(const char *op, const kv_stack *stack, int 
     if (mf == 0 || (mf == 1 && allow_preserve)) return KV_OK;
     return kv_cuda_host->error(KV_ERR_INVALID_ARG, "%s: argument 'memory_format': %s is not supported", op,
                                mf == 1 ? "preserve_format" : "this memory format");
+}
+
+/* memory_format None (clone's and _to_copy's default) or preserve_format. */
+static bool preserves(const kv_stack *stack, int slot) {
+    return kv_arg_is_none(stack, slot) || kv_arg_int(stack, slot) == KV_MEMORY_FORMAT_PRESERVE;
 }
 
 static bool copy_convertible(kv_dtype to, kv_dtype from) {
@@ -82,7 +98,7 @@ static kv_status cuda_copy_(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     if (s == NULL) return h->last_error();
     /* A src overlapping self is read in full first, as the reference does. */
     if (tmp == NULL && s->storage == self->storage) {
-        tmp = copy_new(name, s, s->dtype);
+        tmp = copy_new(name, s, s->dtype, false);
         if (tmp == NULL) return h->last_error();
         s = tmp;
     }
@@ -101,7 +117,7 @@ static kv_status cuda_clone(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     kv_status st = check_memory_format("clone", stack, 1, true);
     if (st != KV_OK) return st;
     const kv_tensor *self = kv_arg_tensor(stack, 0);
-    kv_tensor *out = copy_new("clone", self, self->dtype);
+    kv_tensor *out = copy_new("clone", self, self->dtype, preserves(stack, 1));
     return out ? kv_cuda_return(stack, out) : kv_cuda_host->last_error();
 }
 
@@ -115,7 +131,7 @@ static kv_status cuda_contiguous(const kv_op *op, kv_keyset ks, kv_stack *stack)
         kv_cuda_host->tensor_retain(self); /* an alias of self, as PyTorch returns */
         return kv_cuda_return(stack, self);
     }
-    kv_tensor *out = copy_new("contiguous", self, self->dtype);
+    kv_tensor *out = copy_new("contiguous", self, self->dtype, false);
     return out ? kv_cuda_return(stack, out) : kv_cuda_host->last_error();
 }
 
@@ -142,7 +158,7 @@ static kv_status cuda_to_copy(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     kv_status st = check_memory_format(name, stack, 6, true);
     if (st != KV_OK) return st;
     const kv_dtype dt = kv_arg_is_none(stack, 1) ? self->dtype : kv_arg_dtype(stack, 1);
-    kv_tensor *out = copy_new(name, self, dt);
+    kv_tensor *out = copy_new(name, self, dt, preserves(stack, 6));
     if (out == NULL) return h->last_error();
     if (to_host) {
         kv_tensor *hc = h->copy_to_device(out, KV_DEVICE_CPU0);

@@ -122,14 +122,25 @@ static kv_status copy_into(const char *op, const kv_tensor *src, const int64_t *
     return st;
 }
 
-/* A new contiguous tensor of dtype dt holding self's values. */
-static kv_status copy_out(const kv_op *op, kv_stack *stack, const kv_tensor *self, kv_dtype dt) {
+/* A new tensor of dtype dt holding self's values: contiguous, or with
+ * preserve in the strides memory_format=preserve gives (the reference's
+ * rule, kv_tensor_preserve_strides: a dense permutation, so a contiguous
+ * block viewed in them). */
+static kv_status copy_out(const kv_op *op, kv_stack *stack, const kv_tensor *self, kv_dtype dt, bool preserve) {
     const kv_host_api *h = kv_dnnl_host;
     if (!kv_dnnl_on_device(self)) return kv_dnnl_decline(op, stack, "a self outside oneDNN memory");
     if (self->dtype != dt && !copy_conversion_ok(self->dtype, dt))
         return kv_dnnl_decline(op, stack, "the conversion %s -> %s", h->dtype_name(self->dtype), h->dtype_name(dt));
     kv_tensor *out = kv_dnnl_empty(self->sizes, self->ndim, dt);
     if (out == NULL) return h->last_error();
+    if (preserve) {
+        int64_t strides[KV_MAX_DIMS];
+        kv_tensor_preserve_strides(self, strides);
+        kv_tensor *v = h->tensor_view(out, self->sizes, strides, self->ndim, 0);
+        h->tensor_release(out);
+        if (v == NULL) return h->last_error();
+        out = v;
+    }
     if (h->tensor_numel(out) > 0) {
         const kv_status st =
             copy_into(h->op_name(op), self, self->strides, self->sizes, self->ndim, dt, out->strides, out->storage->data);
@@ -151,7 +162,8 @@ static kv_status od_clone(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     (void)ks;
     if (!copy_memory_format_ok(stack, 1, true)) return kv_dnnl_decline(op, stack, "this memory_format");
     const kv_tensor *self = kv_arg_tensor(stack, 0);
-    return copy_out(op, stack, self, self->dtype);
+    return copy_out(op, stack, self, self->dtype,
+                    kv_arg_is_none(stack, 1) || kv_arg_int(stack, 1) != KV_REF_MEMORY_FORMAT_CONTIGUOUS);
 }
 
 /* A contiguous self is returned itself (an alias, as PyTorch does). */
@@ -164,7 +176,7 @@ static kv_status od_contiguous(const kv_op *op, kv_keyset ks, kv_stack *stack) {
         kv_dnnl_host->tensor_retain(self);
         return kv_dnnl_return(stack, self);
     }
-    return copy_out(op, stack, self, self->dtype);
+    return copy_out(op, stack, self, self->dtype, false);
 }
 
 /* _to_copy(self, dtype, layout, device, pin_memory, non_blocking,
@@ -181,7 +193,8 @@ static kv_status od_to_copy(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     const bool pin_ok = kv_arg_is_none(stack, 4) || !kv_arg_bool(stack, 4);
     if (!layout_ok || !device_ok || !pin_ok || !copy_memory_format_ok(stack, 6, true))
         return kv_dnnl_decline(op, stack, "these options (another device, layout, memory format or pinning)");
-    return copy_out(op, stack, self, kv_arg_is_none(stack, 1) ? self->dtype : kv_arg_dtype(stack, 1));
+    return copy_out(op, stack, self, kv_arg_is_none(stack, 1) ? self->dtype : kv_arg_dtype(stack, 1),
+                    kv_arg_is_none(stack, 6) || kv_arg_int(stack, 6) != KV_REF_MEMORY_FORMAT_CONTIGUOUS);
 }
 
 /* copy_(self, src, non_blocking): src broadcast to self, converted when

@@ -81,8 +81,8 @@ kv_status kv_ref_check_memory_format(const char *op, const kv_stack *stack, int 
 /* Enum values of Layout and MemoryFormat arguments (ints on the stack),
  * numbered as PyTorch's c10::Layout and c10::MemoryFormat. */
 #define KV_REF_LAYOUT_STRIDED 0
-#define KV_REF_MEMORY_FORMAT_CONTIGUOUS 0
-#define KV_REF_MEMORY_FORMAT_PRESERVE 1
+#define KV_REF_MEMORY_FORMAT_CONTIGUOUS KV_MEMORY_FORMAT_CONTIGUOUS
+#define KV_REF_MEMORY_FORMAT_PRESERVE KV_MEMORY_FORMAT_PRESERVE
 
 #define KV_DTYPES_ALL ((1u << KV_DTYPE_COUNT) - 1)
 #define KV_DTYPES_FLOATING ((1u << KV_F16) | (1u << KV_BF16) | (1u << KV_F32) | (1u << KV_F64))
@@ -107,6 +107,12 @@ kv_status kv_ref_broadcast_shape(const char *op, kv_tensor *const *tensors, cons
 /* A new contiguous CPU tensor with t's shape and values cast to `dtype`
  * (kv_ref_convert per element); NULL + error on failure. */
 kv_tensor *kv_ref_copy_to_new(const kv_tensor *t, kv_dtype dtype);
+/* The same in the strides memory_format=preserve gives
+ * (kv_tensor_preserve_strides: t's own when non-overlapping and dense). */
+kv_tensor *kv_ref_copy_preserving(const kv_tensor *t, kv_dtype dtype);
+/* Whether a MemoryFormat? argument asks for preserve_format: None (the
+ * default of clone and _to_copy, as in PyTorch) or preserve_format. */
+bool kv_ref_memory_format_preserves(const kv_stack *stack, int slot);
 
 /* ---- the generic elementwise driver (ref_elementwise.c) ----
  * A kernel supplies one scalar function per compute category; the driver

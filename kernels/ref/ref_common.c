@@ -182,6 +182,10 @@ kv_status kv_ref_check_tensor_options(const char *op, const kv_stack *stack, int
     return KV_OK;
 }
 
+bool kv_ref_memory_format_preserves(const kv_stack *stack, int slot) {
+    return kv_arg_is_none(stack, slot) || kv_arg_int(stack, slot) == KV_REF_MEMORY_FORMAT_PRESERVE;
+}
+
 kv_status kv_ref_check_memory_format(const char *op, const kv_stack *stack, int slot, bool allow_preserve) {
     if (kv_arg_is_none(stack, slot)) return KV_OK;
     const int64_t mf = kv_arg_int(stack, slot);

@@ -4,8 +4,11 @@
  * In-place ops write self through its own strides, bump its version
  * counter and return self (one new reference). Values convert with
  * kv_ref_convert (PyTorch's cast rules; complex -> real drops the
- * imaginary part). clone and _to_copy always return contiguous tensors:
- * preserve_format is accepted and treated as contiguous_format. */
+ * imaginary part). clone and _to_copy take PyTorch's memory_format rule:
+ * preserve_format, also their default (None), keeps a non-overlapping
+ * and dense self's strides (a transposed self gives a transposed copy)
+ * and gives others the dense strides of their dims' stride order
+ * (kv_tensor_preserve_strides); contiguous_format is row-major. */
 #include "ref/ref.h"
 #include "ref/ref_kernels.h"
 
@@ -79,11 +82,12 @@ KV_REF_KERNEL(copy_) {
     return ref_return_self(stack, self);
 }
 
-/* Returns a contiguous copy of self in dtype dt. */
-static kv_status ref_copy_out(const char *op, kv_stack *stack, kv_tensor *self, kv_dtype dt) {
+/* Returns a copy of self in dtype dt: contiguous, or in the strides
+ * preserve_format gives. */
+static kv_status ref_copy_out(const char *op, kv_stack *stack, kv_tensor *self, kv_dtype dt, bool preserve) {
     kv_status st = kv_ref_check_cpu(op, "self", self);
     if (st != KV_OK) return st;
-    kv_tensor *out = kv_ref_copy_to_new(self, dt);
+    kv_tensor *out = preserve ? kv_ref_copy_preserving(self, dt) : kv_ref_copy_to_new(self, dt);
     if (out == NULL) return kv_last_error();
     kv_stack_return_tensor(stack, out);
     return KV_OK;
@@ -95,7 +99,7 @@ KV_REF_KERNEL(clone) {
     kv_status st = kv_ref_check_memory_format("clone", stack, 1, true);
     if (st != KV_OK) return st;
     kv_tensor *self = kv_arg_tensor(stack, 0);
-    return ref_copy_out("clone", stack, self, self->dtype);
+    return ref_copy_out("clone", stack, self, self->dtype, kv_ref_memory_format_preserves(stack, 1));
 }
 
 KV_REF_KERNEL(contiguous) {
@@ -110,7 +114,7 @@ KV_REF_KERNEL(contiguous) {
         kv_stack_return_tensor(stack, self);
         return KV_OK;
     }
-    return ref_copy_out("contiguous", stack, self, self->dtype);
+    return ref_copy_out("contiguous", stack, self, self->dtype, false);
 }
 
 KV_REF_KERNEL(_to_copy) {
@@ -122,5 +126,5 @@ KV_REF_KERNEL(_to_copy) {
     if ((st = kv_ref_check_tensor_options(name, stack, 2, 3, 4)) != KV_OK) return st;
     if ((st = kv_ref_check_memory_format(name, stack, 6, true)) != KV_OK) return st;
     const kv_dtype dt = kv_arg_is_none(stack, 1) ? self->dtype : kv_arg_dtype(stack, 1);
-    return ref_copy_out(name, stack, self, dt);
+    return ref_copy_out(name, stack, self, dt, kv_ref_memory_format_preserves(stack, 6));
 }

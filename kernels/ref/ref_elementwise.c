@@ -41,8 +41,20 @@ kv_ref_val kv_ref_val_of_scalar(kv_scalar s, kv_dtype compute) {
     return kv_ref_val_int(0);
 }
 
+static kv_tensor *ref_copy_into(kv_tensor *out, const kv_tensor *t, kv_dtype dtype);
+
 kv_tensor *kv_ref_copy_to_new(const kv_tensor *t, kv_dtype dtype) {
-    kv_tensor *out = kv_ref_new_output(t->sizes, t->ndim, dtype);
+    return ref_copy_into(kv_ref_new_output(t->sizes, t->ndim, dtype), t, dtype);
+}
+
+kv_tensor *kv_ref_copy_preserving(const kv_tensor *t, kv_dtype dtype) {
+    int64_t strides[KV_MAX_DIMS];
+    kv_tensor_preserve_strides(t, strides);
+    return ref_copy_into(kv_tensor_empty_strided(t->sizes, strides, t->ndim, dtype, KV_DEVICE_CPU0), t, dtype);
+}
+
+/* t's values converted into the new tensor out (NULL: an error is set). */
+static kv_tensor *ref_copy_into(kv_tensor *out, const kv_tensor *t, kv_dtype dtype) {
     if (out == NULL) return NULL;
     kv_tensor *ops[2] = { out, (kv_tensor *)t };
     kv_ref_iter it;

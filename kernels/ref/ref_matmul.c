@@ -2,7 +2,9 @@
  *
  * Order and accumulation. out[i][j] = sum over k ascending (k = 0 first)
  * of a[i][k] * b[k][j], accumulated from 0 in f64 for f16/bf16/f32/f64
- * (the products of two f32 values are exact in f64), in a pair of doubles
+ * (the products of two f32 values are exact in f64; an f64 sum that comes
+ * out Inf or NaN is recomputed so that it says what the exact sum is:
+ * mm_dot_f64_rescued), in a pair of doubles
  * with the schoolbook complex product for c64/c128, and in int64 wrapping
  * through uint64 for integral dtypes. The result is rounded once on store.
  *
@@ -17,6 +19,8 @@
  * message gives its shape), not KV_ERR_DIM, which kvsuite keeps for dim
  * indices out of range. Mismatched dtypes are KV_ERR_DTYPE with PyTorch's
  * wording; bool is KV_ERR_DTYPE (PyTorch's CPU addmm has no bool kernel). */
+#include <math.h>
+
 #include "ref/ref.h"
 #include "ref/ref_shared.h"
 #include "ref/ref_kernels.h"
@@ -163,6 +167,41 @@ typedef struct mm_job {
     char *c;
 } mm_job;
 
+/* Half the power of two by which mm_dot_f64_rescued scales each
+ * product down: |a*b| < 2^2048, so a scaled product is below 2^928 and a
+ * sum of up to 2^90 of them cannot overflow. */
+#define MM_RESCUE_HALF_SHIFT 560
+
+/* An f64 dot product whose plain sum came out Inf or NaN, recomputed so
+ * that it says what the exact sum is (README "Golden semantics"). A
+ * product of finite f64 values can overflow to ±Inf though the exact sum
+ * is finite (DBL_MAX*2 - DBL_MAX*1.5), and two opposite overflows give
+ * Inf - Inf = NaN where the exact sum is ±Inf. So: when a term has a
+ * non-finite factor, the result is the IEEE sum of those terms alone
+ * (finite terms cannot change an infinity; 0*Inf and Inf - Inf are NaN,
+ * as in the exact arithmetic); when every factor is finite, the products
+ * are summed scaled by 2^-1120 (no overflow; what underflows is far below
+ * the op's error bound, which is at least DBL_MAX*2^-53 here) and scaled
+ * back, which overflows to ±Inf only where the sum really is beyond the
+ * format. Only f64 needs it: f16/bf16/f32 products are exact in f64 and
+ * their sums cannot overflow it. k ascending, as the plain loop. */
+static double mm_dot_f64_rescued(const mm_job *j, int64_t i, int64_t col) {
+    const int64_t es = (int64_t)kv_dtype_size(j->dt);
+    double special = 0.0, scaled = 0.0;
+    bool any_special = false;
+    for (int64_t p = 0; p < j->k; p++) {
+        const double x = kv_ref_load_f64(j->dt, j->a + (i * j->as0 + p * j->as1) * es);
+        const double y = kv_ref_load_f64(j->dt, j->b + (p * j->bs0 + col * j->bs1) * es);
+        if (!isfinite(x) || !isfinite(y)) {
+            special += x * y;
+            any_special = true;
+        } else {
+            scaled += ldexp(x, -MM_RESCUE_HALF_SHIFT) * ldexp(y, -MM_RESCUE_HALF_SHIFT);
+        }
+    }
+    return any_special ? special : ldexp(scaled, 2 * MM_RESCUE_HALF_SHIFT);
+}
+
 static void mm_run(const mm_job *j) {
     const mm_kind kind = mm_kind_of(j->dt);
     const int64_t es = (int64_t)kv_dtype_size(j->dt);
@@ -174,6 +213,7 @@ static void mm_run(const mm_job *j) {
                 const mm_wide y = mm_load(j->dt, kind, j->b + (p * j->bs0 + col * j->bs1) * es);
                 acc = mm_add(acc, mm_mul(kind, x, y));
             }
+            if (kind == MM_F64 && j->dt == KV_F64 && !isfinite(acc.re)) acc.re = mm_dot_f64_rescued(j, i, col);
             if (j->scale) acc = mm_mul(kind, j->alpha, acc);
             if (j->use_self) {
                 const mm_wide s = mm_load(j->dt, kind, j->self + (i * j->ss0 + col * j->ss1) * es);

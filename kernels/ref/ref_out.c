@@ -17,9 +17,10 @@
  *      here and the functional kernel disagree);
  *   4. out is resized to the result's shape when its shape differs
  *      (kv_tensor_resize: row-major strides, storage grown in place);
- *   5. out has no internal overlap, and shares no memory with an input,
- *      except that an input may be out itself (same geometry: add(a, b,
- *      out=a)); cat refuses any overlap, as PyTorch's cat does;
+ *   5. out has no internal overlap, and shares no element with an input
+ *      (judged exactly, element by element: interleaved views are
+ *      allowed), except that an input may be out itself (same geometry:
+ *      add(a, b, out=a)); cat refuses any overlap, as PyTorch's cat does;
  *   6. copy_(out, result) on the backend.
  * Who runs the functional op and copy_ is the caller's step function: the
  * reference kernels (the CPU kernel, and the golden), a backend's own
@@ -28,6 +29,7 @@
  * Because the result is complete before out is written, an out that is
  * also an input gives the functional op's values. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ref/ref.h"
@@ -126,13 +128,78 @@ static bool same_geometry(const kv_tensor *a, const kv_tensor *b) {
     return true;
 }
 
+/* Byte offset (from the storage's start) of each element of t, row-major:
+ * an odometer over t's sizes. Arithmetic only, so device tensors (whose
+ * storage is not host memory) are judged the same way. */
+typedef struct elem_walk {
+    const kv_tensor *t;
+    int64_t idx[KV_MAX_DIMS];
+    int64_t off; /* in elements */
+    bool done;
+} elem_walk;
+
+static void walk_init(elem_walk *w, const kv_tensor *t) {
+    memset(w, 0, sizeof *w);
+    w->t = t;
+    w->off = t->offset;
+    w->done = kv_tensor_numel(t) == 0;
+}
+
+static void walk_next(elem_walk *w) {
+    const kv_tensor *t = w->t;
+    int d = t->ndim - 1;
+    for (; d >= 0; d--) {
+        w->off += t->strides[d];
+        if (++w->idx[d] < t->sizes[d]) break;
+        w->off -= t->sizes[d] * t->strides[d];
+        w->idx[d] = 0;
+    }
+    if (d < 0) w->done = true;
+}
+
+/* Whether some byte is an element of both a and b (one storage), exactly:
+ * where their extents meet, every element of a marks its bytes in a
+ * bitmap (in units of an element when both have one element size), then
+ * b's are looked up. Address ranges alone would refuse interleaved views
+ * (out = x[:, 1::2] next to x[:, ::2]) that share no element. When the
+ * bitmap cannot be allocated the answer is yes: refused, conservatively
+ * (README "out= overloads"). */
+static bool views_share_bytes(const kv_tensor *a, const kv_tensor *b) {
+    int64_t alo, ahi, blo, bhi;
+    extent(a, &alo, &ahi);
+    extent(b, &blo, &bhi);
+    const int64_t lo = alo > blo ? alo : blo, hi = ahi < bhi ? ahi : bhi;
+    if (lo >= hi) return false;
+    const int64_t wa = (int64_t)kv_dtype_size(a->dtype), wb = (int64_t)kv_dtype_size(b->dtype);
+    const int64_t unit = wa == wb ? wa : 1;
+    const int64_t nunits = (hi - lo + unit - 1) / unit;
+    unsigned char *seen = calloc((size_t)(nunits / 8 + 1), 1);
+    if (seen == NULL) return true;
+    elem_walk w;
+    for (walk_init(&w, a); !w.done; walk_next(&w)) {
+        for (int64_t byte = w.off * wa; byte < w.off * wa + wa; byte += unit) {
+            if (byte < lo || byte >= hi) continue;
+            const int64_t u = (byte - lo) / unit;
+            seen[u / 8] |= (unsigned char)(1u << (u % 8));
+        }
+    }
+    bool shared = false;
+    for (walk_init(&w, b); !w.done && !shared; walk_next(&w)) {
+        for (int64_t byte = w.off * wb; byte < w.off * wb + wb && !shared; byte += unit) {
+            if (byte < lo || byte >= hi) continue;
+            const int64_t u = (byte - lo) / unit;
+            shared = (seen[u / 8] >> (u % 8)) & 1u;
+        }
+    }
+    free(seen);
+    return shared;
+}
+
 static kv_status check_input_overlap(const char *name, const out_row *row, const char *arg, int item,
                                      const kv_tensor *in, const kv_tensor *out) {
     if (in->storage != out->storage) return KV_OK;
-    int64_t alo, ahi, blo, bhi;
-    extent(in, &alo, &ahi);
-    extent(out, &blo, &bhi);
-    if (alo >= ahi || blo >= bhi || ahi <= blo || bhi <= alo) return KV_OK;
+    if (row->alias_ok && same_geometry(in, out)) return KV_OK;
+    if (!views_share_bytes(in, out)) return KV_OK;
     char where[96];
     if (item >= 0) snprintf(where, sizeof where, "argument '%s' item %d", arg, item);
     else snprintf(where, sizeof where, "argument '%s'", arg);
@@ -141,7 +208,6 @@ static kv_status check_input_overlap(const char *name, const out_row *row, const
                         "%s: argument 'out': unsupported operation: the input tensors cannot refer to any of the "
                         "output memory locations (%s overlaps it)",
                         name, where);
-    if (same_geometry(in, out)) return KV_OK;
     return kv_error(KV_ERR_INVALID_ARG,
                     "%s: argument 'out': unsupported operation: some elements of %s and the written-to tensor "
                     "refer to a single memory location. Please clone() the tensor before performing the operation.",

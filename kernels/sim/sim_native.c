@@ -100,14 +100,23 @@ static kv_status sim_mm(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     const char *pa = kv_sim_storage_host("mm", "self", a);
     const char *pb = kv_sim_storage_host("mm", "mat2", b);
     char *po = kv_sim_storage_host("mm", "out", out);
+    bool finite = true;
     for (int64_t i = 0; i < n; i++) {
         for (int64_t j = 0; j < m; j++) {
             double acc = 0.0;
             for (int64_t p = 0; p < k; p++)
                 acc += sim_load(a, pa, a->offset + i * a->strides[0] + p * a->strides[1]) *
                        sim_load(b, pb, b->offset + p * b->strides[0] + j * b->strides[1]);
+            finite = finite && isfinite(acc);
             sim_store(a->dtype, po, i * m + j, acc);
         }
+    }
+    if (!finite) {
+        /* An f64 sum that is Inf or NaN may be wrong (overflowing products,
+         * Inf - Inf where the exact sum is Inf): the reference recomputes
+         * those (kernels/ref/ref_matmul.c), so the generic kernel runs. */
+        h->tensor_release(out);
+        return kv_sim_generic(op, ks, stack);
     }
     h->stack_return_tensors(stack, &out, 1);
     return KV_OK;

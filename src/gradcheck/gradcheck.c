@@ -87,7 +87,10 @@ static kv_tensor *to_host_wide(kv_tensor *t) {
     kv_tls_keys g = kv_no_grad_push();
     const kv_dtype dt = wide_of(t->dtype);
     const kv_device cpu = KV_DEVICE_CPU0;
-    kv_tensor *h = kv__to_copy(t, &dt, NULL, &cpu, NULL, false, NULL);
+    /* contiguous_format: the caller reads the elements in row-major order
+     * (preserve, the default, keeps a transposed t transposed). */
+    const int64_t rowmajor = KV_MEMORY_FORMAT_CONTIGUOUS;
+    kv_tensor *h = kv__to_copy(t, &dt, NULL, &cpu, NULL, false, &rowmajor);
     kv_grad_mode_pop(g);
     return h;
 }
@@ -352,7 +355,8 @@ static kv_status make_master(gc_input *in, const kv_tensor *t, const char *op) {
     const kv_dtype dt = wide_of(t->dtype);
     const kv_device cpu = KV_DEVICE_CPU0;
     kv_tls_keys g = kv_no_grad_push();
-    in->master = kv__to_copy((kv_tensor *)t, &dt, NULL, &cpu, NULL, false, NULL);
+    const int64_t rowmajor = KV_MEMORY_FORMAT_CONTIGUOUS; /* perturbed element by element in row-major order */
+    in->master = kv__to_copy((kv_tensor *)t, &dt, NULL, &cpu, NULL, false, &rowmajor);
     kv_grad_mode_pop(g);
     if (in->master == NULL) return kv_last_error();
     in->device = t->device;

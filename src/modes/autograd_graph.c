@@ -327,7 +327,17 @@ kv_status kv_ag_f_copy_slices(kv_ag_fctx *c) {
     kv_tensor *self_grad = (st == KV_OK && ig[0]) ? lazy_map(c, ig[0], v->keys, b->keys) : NULL;
     /* A failed map left its error in c, which the caller raises. */
     if (st == KV_OK && (ig[0] == NULL || self_grad)) {
-        st = self_grad ? kv_copy_(slice, self_grad, false) : kv_zero_(slice);
+        /* An overlapping view can only have been written by fill_ or zero_
+         * (every other write into one is refused), whose self gradient is
+         * zero: zero_ writes it, where copy_ would refuse the overlap. */
+        const bool overlapping = kv_tensor_internal_overlap(slice, NULL) != KV_OVERLAP_NO;
+        const char *iname = inner->op ? kv_op_name(inner->op) : inner->name;
+        if (overlapping && self_grad && strcmp(iname, "fill_.Scalar") != 0 && strcmp(iname, "zero_") != 0)
+            st = kv_error(KV_ERR_INVALID_ARG,
+                          "CopySlices: %s wrote a view whose elements overlap in memory; only fill_ and zero_ may",
+                          iname);
+        else
+            st = self_grad && !overlapping ? kv_copy_(slice, self_grad, false) : kv_zero_(slice);
         if (st == KV_OK) {
             kv_tensor_retain(result);
             c->grad_in[0] = result;

@@ -11,6 +11,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kv/stack.h"
 
@@ -427,12 +428,45 @@ kv_status kv_lazy_fallback_run(const kv_lazy_bit *bit, const kv_op *op, kv_keyse
 
 /* ---- kernels every lazy key registers ---- */
 
-/* clone materializes: the fallback's work, without counting as it. */
+/* op below the bit with argument 0 replaced by an alias of it without the
+ * bit (its other bits kept); after a failure argument 0 is the caller's
+ * tensor again. */
+static kv_status redispatch_stripped(const kv_op *op, const kv_lazy_bit *bit, kv_keyset below, kv_stack *stack) {
+    kv_tensor *stripped = kv_tensor_alias(kv_arg_tensor(stack, 0));
+    if (stripped == NULL) return kv_last_error();
+    stripped->keys = kv_keyset_remove(stripped->keys, bit->key);
+    const kv_ivalue saved = stack->slots[0];
+    stack->slots[0].v.tensor = stripped;
+    const kv_status st = kv_redispatch(op, below, stack);
+    if (st != KV_OK) stack->slots[0] = saved;
+    kv_tensor_release(stripped);
+    return st;
+}
+
+/* clone materializes: the result holds the logical values and no bit.
+ * ZeroTensor takes the fallback's work (without counting as it). A
+ * Conjugate or Negative self is cloned below the bit first, with the
+ * call's memory_format, so the copy has the strides preserve_format gives
+ * (PyTorch: empty_like, then copy_ through the bit), then f is applied to
+ * it in place: f(copy) is computed and copied back into it. */
 static kv_status clone_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     const kv_lazy_bit *bit;
     kv_status st = bit_of_kernel(op, ks, &bit);
     if (st != KV_OK) return st;
-    return kv_lazy_fallback_run(bit, op, ks, stack, false);
+    kv_tensor *self = kv_arg_tensor(stack, 0);
+    if (bit->immutable || !kv_lazy_has(self, bit->key)) return kv_lazy_fallback_run(bit, op, ks, stack, false);
+    const kv_keyset below = ks & kv_keyset_below(bit->key);
+    if ((st = redispatch_stripped(op, bit, below, stack)) != KV_OK) return st;
+    kv_tensor *copy = stack->slots[0].v.tensor;
+    kv_tensor *applied = bit->apply(copy);
+    st = applied ? kv_lazy_copy_logical(kv_op_name(op), copy, applied, below) : kv_last_error();
+    kv_tensor_release(applied);
+    if (st != KV_OK) {
+        kv_stack_clear_returns(stack);
+        return st;
+    }
+    kv_lazy_count(bit->key, KV_LAZY_MATERIALIZATIONS);
+    return KV_OK;
 }
 
 /* copy_(self, src): the XOR rule for every bit at once. */
@@ -450,6 +484,70 @@ static kv_status copy_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return KV_OK;
 }
 
+/* The stored value f(v) of a logical scalar v under a Conjugate or
+ * Negative bit, exactly as f applied to a tensor holding v would give it
+ * (IEEE negation, so neg(+0) = -0; conj(r) = r - 0i). For zero_, v is the
+ * dtype's zero. */
+static kv_scalar stored_scalar(kv_key bit, kv_scalar v, kv_dtype dt) {
+    if (bit == KV_KEY_CONJUGATE || kv_dtype_is_complex(dt)) {
+        /* A complex tensor holds v as v + 0i: its imaginary zero flips too. */
+        double re, im;
+        kv_scalar_to_complex(v, &re, &im);
+        return bit == KV_KEY_CONJUGATE ? kv_scalar_complex(re, -im) : kv_scalar_complex(-re, -im);
+    }
+    /* A floating tensor holds an integral 0 as +0.0, whose negation is -0.0. */
+    if (kv_dtype_is_floating(dt)) return kv_scalar_double(-kv_scalar_to_double(v));
+    switch (v.kind) {
+    case KV_SCALAR_BOOL: return kv_scalar_int(v.v.b ? -1 : 0);
+    case KV_SCALAR_INT: return v.v.i == INT64_MIN ? kv_scalar_double(-(double)v.v.i) : kv_scalar_int(-v.v.i);
+    case KV_SCALAR_DOUBLE: return kv_scalar_double(-v.v.d);
+    case KV_SCALAR_COMPLEX: return kv_scalar_complex(-v.v.c.re, -v.v.c.im);
+    }
+    return v;
+}
+
+/* fill_ and zero_ at Conjugate and Negative: one value written everywhere
+ * needs neither a materialized copy nor a copy back, so the stored value
+ * f(value) is written into self itself (fill_.Scalar below the bit, self
+ * stripped of it; other bits are the keys below). Unlike the fallback's
+ * copy back (a copy_, which refuses an overlapping destination) this
+ * writes into a broadcast or windowed self, as the op does without a bit
+ * (the reference's fill_ skips the overlap check: every write stores the
+ * same value). zero_ takes this path only for an overlapping self. */
+static kv_status fill_kernel(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_lazy_bit *bit;
+    kv_status st = bit_of_kernel(op, ks, &bit);
+    if (st != KV_OK) return st;
+    const kv_keyset below = ks & kv_keyset_below(bit->key);
+    kv_tensor *self = kv_arg_tensor(stack, 0);
+    if (!kv_lazy_has(self, bit->key)) return kv_redispatch(op, below, stack);
+    const bool is_zero = strcmp(kv_op_name(op), "zero_") == 0;
+    /* zero_ into a self without overlap goes through the fallback, so the
+     * layers below the bit (Functionalize, Trace) see zero_ itself. */
+    if (is_zero && kv_tensor_internal_overlap(self, NULL) == KV_OVERLAP_NO)
+        return kv_lazy_fallback_run(bit, op, ks, stack, true);
+    const kv_dtype dt = self->dtype;
+    const kv_scalar zero = kv_dtype_is_complex(dt)    ? kv_scalar_complex(0.0, 0.0)
+                           : kv_dtype_is_floating(dt) ? kv_scalar_double(0.0)
+                                                      : kv_scalar_int(0);
+    const kv_scalar value = stored_scalar(bit->key, is_zero ? zero : kv_arg_scalar(stack, 1), dt);
+    const kv_op *fill = kv_op_find("fill_.Scalar");
+    if (fill == NULL) return kv_last_error();
+    kv_tensor *stripped = kv_tensor_alias(self);
+    if (stripped == NULL) return kv_last_error();
+    stripped->keys = kv_keyset_remove(stripped->keys, bit->key);
+    kv_ivalue slots[KV_STACK_MAX];
+    kv_stack s = kv_stack_on(slots, KV_STACK_MAX);
+    if ((st = kv_push_tensor(&s, stripped)) == KV_OK && (st = kv_push_scalar(&s, value)) == KV_OK)
+        st = kv_redispatch(fill, below, &s);
+    if (st == KV_OK) kv_stack_clear_returns(&s);
+    kv_tensor_release(stripped);
+    if (st != KV_OK) return st;
+    kv_tensor_retain(self);
+    kv_stack_return_tensor(stack, self);
+    return KV_OK;
+}
+
 /* contiguous and reshape are views that may copy: strip the bit, run the
  * op, and put the bit on the result, which holds stored values either way
  * (a view of them or a copy of them). */
@@ -460,17 +558,9 @@ static kv_status view_or_copy_kernel(const kv_op *op, kv_keyset ks, kv_stack *st
     const kv_keyset below = ks & kv_keyset_below(bit->key);
     kv_tensor *self = kv_arg_tensor(stack, 0);
     if (!kv_lazy_has(self, bit->key)) return kv_redispatch(op, below, stack);
-    kv_tensor *stripped = kv_tensor_alias(self);
-    if (stripped == NULL) return kv_last_error();
-    stripped->keys = kv_keyset_remove(stripped->keys, bit->key);
-    const kv_ivalue saved = stack->slots[0];
-    stack->slots[0].v.tensor = stripped;
-    st = kv_redispatch(op, below, stack);
+    st = redispatch_stripped(op, bit, below, stack);
     if (st == KV_OK && stack->size >= 1 && stack->slots[0].tag == KV_IV_TENSOR)
         stack->slots[0].v.tensor->keys |= kv_keyset_of(bit->key);
-    else if (st != KV_OK)
-        stack->slots[0] = saved;
-    kv_tensor_release(stripped);
     return st;
 }
 
@@ -535,6 +625,14 @@ kv_status kv_lazy_register(void) {
     for (size_t j = 0; j < sizeof shared / sizeof shared[0]; j++) {
         for (int k = 0; k < 3; k++) {
             kv_status st = kv_register_kernel(shared[j].op, keys[k], shared[j].fn);
+            if (st != KV_OK) return st;
+        }
+    }
+    /* fill_kernel: not at ZeroTensor, whose fallback refuses any write. */
+    static const char *const fills[2] = { "fill_.Scalar", "zero_" };
+    for (int j = 0; j < 2; j++) {
+        for (int k = 0; k < 2; k++) {
+            kv_status st = kv_register_kernel(fills[j], keys[k], fill_kernel);
             if (st != KV_OK) return st;
         }
     }

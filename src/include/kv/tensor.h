@@ -191,6 +191,74 @@ static inline kv_overlap kv_tensor_internal_overlap(const kv_tensor *t, int *dim
     free(seen);
     return result;
 }
+/* PyTorch's is_non_overlapping_and_dense: the dims of size >= 2, taken by
+ * increasing stride, have strides 1, size, size*size', ... (a permutation
+ * of a contiguous tensor, size-1 dims anywhere). One dim: size < 2 or
+ * stride 1. */
+static inline bool kv_tensor_non_overlapping_and_dense(const kv_tensor *t) {
+    if (t->ndim == 1) return t->sizes[0] < 2 || t->strides[0] == 1;
+    bool used[KV_MAX_DIMS] = { false };
+    int64_t want = 1;
+    for (int k = 0; k < t->ndim; k++) {
+        int best = -1;
+        for (int d = 0; d < t->ndim; d++)
+            if (!used[d] && t->sizes[d] >= 2 && (best < 0 || t->strides[d] < t->strides[best])) best = d;
+        if (best < 0) return true; /* only dims of size 0 or 1 left */
+        used[best] = true;
+        if (t->strides[best] != want) return false;
+        want *= t->sizes[best];
+    }
+    return true;
+}
+
+/* MemoryFormat values (PyTorch's enum order) as a MemoryFormat argument
+ * carries them. */
+#define KV_MEMORY_FORMAT_CONTIGUOUS 0
+#define KV_MEMORY_FORMAT_PRESERVE 1
+
+/* The strides memory_format=preserve gives a new tensor shaped like t
+ * (clone, _to_copy; PyTorch's empty_like): t's own strides when t is
+ * non-overlapping and dense (a transposed or permuted t stays so), else
+ * PyTorch's infer_dense_strides: the dims ordered by increasing stride
+ * with an insertion sort that keeps the original order (last dim first)
+ * where strides tie on size or either stride is 0, then dense strides in
+ * that order (a dim of size 0 or 1 takes the running stride and does not
+ * grow it). Inline, so the plugins give exactly the reference's strides. */
+static inline void kv_tensor_preserve_strides(const kv_tensor *t, int64_t *strides) {
+    const int n = t->ndim;
+    if (kv_tensor_non_overlapping_and_dense(t)) {
+        for (int d = 0; d < n; d++) strides[d] = t->strides[d];
+        return;
+    }
+    if (n == 1) {
+        strides[0] = 1;
+        return;
+    }
+    int perm[KV_MAX_DIMS]; /* perm[0] is the fastest-moving dim */
+    for (int i = 0; i < n; i++) perm[i] = n - 1 - i;
+    for (int i = 1; i < n; i++) {
+        int at = i;
+        for (int j = i - 1; j >= 0; j--) {
+            const int64_t s0 = t->strides[perm[j]], s1 = t->strides[perm[at]];
+            int cmp = 0; /* > 0: perm[j] goes after perm[at] */
+            if (s0 != 0 && s1 != 0) cmp = s0 < s1 ? -1 : s0 > s1 ? 1 : t->sizes[perm[j]] > t->sizes[perm[at]] ? 1 : 0;
+            if (cmp > 0) {
+                const int tmp = perm[j];
+                perm[j] = perm[at];
+                perm[at] = tmp;
+                at = j;
+            } else if (cmp < 0) {
+                break;
+            }
+        }
+    }
+    int64_t run = 1;
+    for (int i = 0; i < n; i++) {
+        strides[perm[i]] = run;
+        if (t->sizes[perm[i]] > 1) run *= t->sizes[perm[i]];
+    }
+}
+
 /* KV_ERR_INVALID_ARG naming op, arg and why (PyTorch's "more than one
  * element of the written-to tensor refers to a single memory location")
  * when t, about to be written, overlaps itself; KV_OK otherwise. */

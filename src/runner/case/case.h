@@ -139,6 +139,10 @@ typedef struct kv_case {
      * tensor of its own), transposed when out_alias_t. */
     signed char out_alias;
     bool out_alias_t;
+    /* out is the odd elements of the last dim of a storage whose even ones
+     * are input N (placed in layout s in every run): interleaved views
+     * that share no element. */
+    bool out_alias_i;
 } kv_case;
 
 /* Canonical case ID: op(key=value,...) with keys in a fixed order, default

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv/ops.h"
 #include "runner/case/grammar.h"
 #include "runner/check/check_util.h"
 #include "runner/check/compare.h"
@@ -37,15 +38,70 @@ static bool golden_is_meta(const kv_case *c, const kv_tensor *t) {
     return e != NULL && e->kind == KV_CMP_META;
 }
 
+/* Output i of the reference (t) against the truth (a contiguous CPU
+ * tensor): the op's tolerance rule with its bounds, as for any variant.
+ * True when it passes (a note may be appended to r), false with r set.
+ * `against` names the truth in the failure ("the golden"). */
+static bool golden_judge(const kv_check_ctx *ctx, const kv_check_ref *ref, int i, const kv_tensor *truth,
+                         const kv_tensor *t, const char *against, kv_check_result *r) {
+    kv_bound_kind bk = KV_BOUND_NONE;
+    const kv_tol_entry *entry = NULL;
+    const kv_cmp_rule rule = kv_tol_rule_for(ctx->c, t->dtype, &bk, &entry);
+    double *bounds = NULL;
+    if (rule.kind == KV_CMP_BOUND &&
+        kv_tol_bounds(bk, entry ? entry->value : 0.0, ctx->c, &ref->in, truth, i, &bounds) != KV_OK) {
+        kv_check_result_set(r, KV_RESULT_ERROR, "output %d: %s", i, kv_last_error_message());
+        return false;
+    }
+    kv_cmp_report rep;
+    const kv_status cst = kv_compare(truth, t, &rule, bounds, &rep);
+    free(bounds);
+    if (cst != KV_OK) {
+        kv_check_result_set(r, KV_RESULT_FAIL, "output %d: %s", i, kv_last_error_message());
+        return false;
+    }
+    char rs[48];
+    kv_cmp_rule_format(&rule, rs, sizeof rs);
+    if (rep.mismatched == 0) {
+        /* Bytes differ, values agree under the op's tolerance: the
+         * reference's own error against the truth (or NaN payloads). */
+        kv_check_result_append(r, "%soutput %d: the reference is within %s of the truth (max ulp %g)",
+                               r->message[0] ? "; " : "", i, rs, rep.max_ulps);
+        return true;
+    }
+    char text[KV_RESULT_MESSAGE_MAX];
+    char what[32];
+    snprintf(what, sizeof what, "output %d", i);
+    kv_cmp_report_summary(&rep, what, text, (int)sizeof text);
+    kv_check_result_set(r, KV_RESULT_FAIL, "differs from %s (%s): %s", against, rs, text);
+    kv_cmp_report_to_result(&rep, r);
+    return false;
+}
+
+/* Under --regen-golden: the exact golden is computed into copies of the
+ * reference's outputs and recorded, and the reference is then held to it
+ * by the same rule as in a normal run (golden_judge), so a regeneration
+ * never reports a pass for a golden its own check would fail (f64 mm
+ * whose products overflow where the exact sum does not). The golden is
+ * recorded either way: it is the truth; the row FAILs and kvrun exits 1. */
 static void golden_record(const kv_check_ctx *ctx, const char *key, kv_check_ref *ref, kv_check_result *r) {
     kv_tensor *outs[KV_CASE_MAX_OUTPUTS] = { NULL };
-    kv_status st = kv_exact_golden(ctx->c, ctx->op, &ref->out, kv_exact_run_stats());
+    kv_case_outputs truth = { .n = ref->out.n };
+    kv_status st = KV_OK;
+    for (int i = 0; i < ref->out.n && st == KV_OK; i++) {
+        truth.t[i] = kv_clone(ref->out.t[i], NULL);
+        if (truth.t[i] == NULL) st = kv_last_error();
+    }
+    if (st == KV_OK) st = kv_exact_golden(ctx->c, ctx->op, &truth, kv_exact_run_stats());
     if (st != KV_OK) {
         kv_check_result_set(r, KV_RESULT_ERROR, "cannot compute the exact golden: %s", kv_last_error_message());
+        for (int i = 0; i < truth.n; i++) kv_tensor_release(truth.t[i]);
         return;
     }
+    kv_exact_canonical_nans(&ref->out);
+    bool ok = true;
     for (int i = 0; i < ref->out.n && st == KV_OK; i++) {
-        kv_tensor *t = ref->out.t[i];
+        kv_tensor *t = truth.t[i];
         if (golden_is_meta(ctx->c, t)) {
             /* Unspecified values: record zeros, so the store is stable. */
             outs[i] = kv_tensor_empty(t->sizes, t->ndim, t->dtype, KV_DEVICE_CPU0);
@@ -54,16 +110,24 @@ static void golden_record(const kv_check_ctx *ctx, const char *key, kv_check_ref
         } else {
             kv_tensor_retain(t);
             outs[i] = t;
+            if (ok && !golden_judge(ctx, ref, i, t, ref->out.t[i], "the exact golden it records", r)) ok = false;
         }
     }
     if (st == KV_OK)
         st = kv_golden_put(ctx->env->golden, kv_op_name(ctx->op), key, (const kv_tensor *const *)outs, ref->out.n);
-    for (int i = 0; i < ref->out.n; i++) kv_tensor_release(outs[i]);
+    for (int i = 0; i < ref->out.n; i++) {
+        kv_tensor_release(outs[i]);
+        kv_tensor_release(truth.t[i]);
+    }
     if (st != KV_OK)
         kv_check_result_set(r, KV_RESULT_ERROR, "cannot record the golden: %s", kv_last_error_message());
-    else
-        kv_check_result_set(r, KV_RESULT_PASS, "recorded %d output%s (written when the run saves the store)", ref->out.n,
-                            ref->out.n == 1 ? "" : "s");
+    else if (ok) {
+        char note[KV_RESULT_MESSAGE_MAX];
+        snprintf(note, sizeof note, "%s", r->message);
+        kv_check_result_set(r, KV_RESULT_PASS, "recorded %d output%s (written when the run saves the store)%s%s",
+                            ref->out.n, ref->out.n == 1 ? "" : "s", note[0] ? "; " : "", note);
+    } else
+        kv_check_result_append(r, " (the golden is recorded: it is the truth; the reference must be fixed)");
 }
 
 /* Dtype and shape only, against the MANIFEST entry. */
@@ -109,47 +173,15 @@ static bool golden_verify_output(const kv_check_ctx *ctx, const kv_check_ref *re
         kv_check_result_set(r, KV_RESULT_ERROR, "output %d: golden %s: %s", i, kv_golden_outcome_name(v.outcome),
                             v.message);
         break;
-    case KV_GOLDEN_DIFFERS: {
-        kv_bound_kind bk = KV_BOUND_NONE;
-        const kv_tol_entry *entry = NULL;
-        const kv_cmp_rule rule = kv_tol_rule_for(ctx->c, t->dtype, &bk, &entry);
+    case KV_GOLDEN_DIFFERS:
         if (v.stored == NULL) {
             kv_check_result_set(r, KV_RESULT_FAIL,
                                 "output %d differs from the hash-only golden (MANIFEST hash %016llx, reference %016llx)", i,
                                 (unsigned long long)v.expected_hash, (unsigned long long)v.actual_hash);
             break;
         }
-        double *bounds = NULL;
-        if (rule.kind == KV_CMP_BOUND &&
-            kv_tol_bounds(bk, entry ? entry->value : 0.0, ctx->c, &ref->in, v.stored, i, &bounds) != KV_OK) {
-            kv_check_result_set(r, KV_RESULT_ERROR, "output %d: %s", i, kv_last_error_message());
-            break;
-        }
-        kv_cmp_report rep;
-        const kv_status cst = kv_compare(v.stored, t, &rule, bounds, &rep);
-        free(bounds);
-        if (cst != KV_OK) {
-            kv_check_result_set(r, KV_RESULT_FAIL, "output %d: %s", i, kv_last_error_message());
-            break;
-        }
-        char rs[48];
-        kv_cmp_rule_format(&rule, rs, sizeof rs);
-        if (rep.mismatched == 0) {
-            /* Bytes differ, values agree under the op's tolerance: the
-             * reference's own error against the truth (or NaN payloads). */
-            kv_check_result_append(r, "%soutput %d: the reference is within %s of the truth (max ulp %g)",
-                                   r->message[0] ? "; " : "", i, rs, rep.max_ulps);
-            ok = true;
-            break;
-        }
-        char text[KV_RESULT_MESSAGE_MAX];
-        char what[32];
-        snprintf(what, sizeof what, "output %d", i);
-        kv_cmp_report_summary(&rep, what, text, (int)sizeof text);
-        kv_check_result_set(r, KV_RESULT_FAIL, "differs from the golden (%s): %s", rs, text);
-        kv_cmp_report_to_result(&rep, r);
+        ok = golden_judge(ctx, ref, i, v.stored, t, "the golden", r);
         break;
-    }
     }
     kv_golden_verdict_release(&v);
     return ok;

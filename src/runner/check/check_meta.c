@@ -28,6 +28,7 @@ void kv_meta_expect_run(const kv_check_ctx *ctx, kv_meta_expect *m) {
     kv_case_inputs in;
     if (kv_case_inputs_make(ctx->c, ctx->op, KV_DEVICE_CPU0, false, &in) != KV_OK) return;
     m->inputs_contiguous = true;
+    m->strides_exact = strcmp(kv_op_name(ctx->op), "clone") == 0 || strcmp(kv_op_name(ctx->op), "_to_copy") == 0;
     for (int k = 0; k < meta_input_count(); k++) {
         const kv_tensor *t = k < in.ntensors ? in.tensors[k]
                              : k - in.ntensors < KV_CASE_MAX_INPUTS ? in.list_items[k - in.ntensors]
@@ -110,6 +111,16 @@ bool kv_meta_check(const kv_meta_expect *m, const kv_case_inputs *in, const kv_c
             snprintf(msg, (size_t)cap,
                      "output %d: a view with strides %s and storage offset %lld, the reference's has strides %s "
                      "and offset %lld",
+                     i, a, (long long)t->offset, b, (long long)o->offset);
+            return false;
+        }
+        if (o->alias < 0 && m->strides_exact &&
+            (memcmp(t->strides, o->strides, sizeof(int64_t) * (size_t)t->ndim) != 0 || t->offset != o->offset)) {
+            meta_dims(t->strides, t->ndim, a, (int)sizeof a);
+            meta_dims(o->strides, o->ndim, b, (int)sizeof b);
+            snprintf(msg, (size_t)cap,
+                     "output %d: strides %s and storage offset %lld; the reference's are %s and %lld "
+                     "(memory_format=preserve keeps the input's layout)",
                      i, a, (long long)t->offset, b, (long long)o->offset);
             return false;
         }

@@ -42,6 +42,10 @@ typedef struct kv_meta_output {
 typedef struct kv_meta_expect {
     bool valid;             /* false: the reference could not run; nothing is checked */
     bool inputs_contiguous; /* every input tensor of the case's layout is contiguous */
+    /* A fresh output's strides are part of the op's meaning (clone and
+     * _to_copy: memory_format=preserve keeps the input's layout), so they
+     * must equal the reference's exactly, at offset 0. */
+    bool strides_exact;
     int n;
     kv_meta_output o[KV_CASE_MAX_OUTPUTS];
 } kv_meta_expect;

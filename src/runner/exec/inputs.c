@@ -65,11 +65,18 @@ kv_status kv_case_inputs_make(const kv_case *c, const kv_op *op, kv_device devic
             return inputs_fail(out, kv_error_prefix(st, "%s: input %d (argument '%s'): cannot build it", name, i,
                                                     inputs_arg_name(s, a)));
         }
-        if (contiguous && device.type == KV_DEVICE_CPU) {
+        /* --out=@N.i: input N is the even elements of a storage whose odd
+         * ones become out, in every run (the golden's too). */
+        const bool interleaved = c->out_alias_i && c->out_alias == i + 1;
+        if (contiguous && device.type == KV_DEVICE_CPU && !interleaved) {
             out->tensors[i] = logical;
             continue;
         }
-        out->tensors[i] = kv_layout_place(logical, contiguous ? KV_LAYOUT_CONTIGUOUS : c->layouts[i], device);
+        out->tensors[i] = kv_layout_place(logical,
+                                          interleaved  ? KV_LAYOUT_STRIDED
+                                          : contiguous ? KV_LAYOUT_CONTIGUOUS
+                                                       : c->layouts[i],
+                                          device);
         kv_tensor_release(logical);
         if (out->tensors[i] == NULL) {
             st = kv_last_error();

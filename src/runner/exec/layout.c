@@ -58,13 +58,19 @@ kv_tensor *kv_layout_place(const kv_tensor *logical, kv_layout layout, kv_device
         out = kv_tensor_empty_strided(sizes, strides, nd, dt, device);
         break;
     }
-    case KV_LAYOUT_STRIDED:
+    case KV_LAYOUT_STRIDED: {
+        /* The even elements of a storage twice as long in the last dim; its
+         * odd ones are the gaps, whole, so `--out=@N.i` can view them. */
         memcpy(phys, sizes, sizeof(int64_t) * (size_t)nd);
         phys[nd - 1] = 2 * sizes[nd - 1];
         kv_contiguous_strides(phys, nd, strides);
         strides[nd - 1] = 2;
-        out = kv_tensor_empty_strided(sizes, strides, nd, dt, device);
+        kv_tensor *base = kv_tensor_empty(phys, nd, dt, device);
+        if (base == NULL) return NULL;
+        out = kv_tensor_view(base, sizes, strides, nd, 0);
+        kv_tensor_release(base);
         break;
+    }
     case KV_LAYOUT_OFFSET: {
         const int64_t numel = kv_tensor_numel(logical);
         const int64_t n = numel + KV_LAYOUT_OFFSET_ELEMS;

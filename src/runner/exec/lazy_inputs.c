@@ -85,6 +85,26 @@ static kv_tensor *lazy_view_chain(kv_tensor *base, unsigned bits) {
     return v;
 }
 
+/* The non-leaf an in-place op gets for a leaf in an overlapping layout
+ * (b, w), which copy_ cannot write: the leaf's whole storage as a 1-D
+ * view (as_strided, recorded), cloned, and viewed again with the leaf's
+ * exact sizes, strides and offset (as_strided, recorded). It holds the
+ * storage's values and overlaps as the leaf does, so a write into it is
+ * refused exactly as without the mode (fill_ and zero_ still run), and
+ * gradients map back through as_strided's backward. */
+static kv_tensor *overlapping_nonleaf(kv_tensor *leaf) {
+    const int64_t whole = (int64_t)(leaf->storage->nbytes / kv_dtype_size(leaf->dtype));
+    const int64_t one = 1, zero = 0, offset = leaf->offset;
+    kv_tensor *flat = kv_as_strided(leaf, (kv_int_list){ &whole, 1 }, (kv_int_list){ &one, 1 }, &zero);
+    kv_tensor *copy = flat ? kv_clone(flat, NULL) : NULL;
+    kv_tensor_release(flat);
+    if (copy == NULL) return NULL;
+    kv_tensor *v = kv_as_strided(copy, (kv_int_list){ leaf->sizes, leaf->ndim },
+                                 (kv_int_list){ leaf->strides, leaf->ndim }, &offset);
+    kv_tensor_release(copy);
+    return v;
+}
+
 kv_tensor *kv_lazy_input_build(const kv_tensor *logical, unsigned bits, kv_layout layout, kv_device device,
                                bool requires_grad, bool mutated, kv_tensor **leaf) {
     if (leaf) *leaf = NULL;
@@ -112,15 +132,21 @@ kv_tensor *kv_lazy_input_build(const kv_tensor *logical, unsigned bits, kv_layou
              * written from the leaf by copy_ (recorded), it keeps the
              * strides the case asks about, where a clone would be
              * contiguous. An overlapping layout (b, w) cannot be the
-             * destination of copy_: it stays a clone. */
-            const bool overlapping = layout == KV_LAYOUT_BROADCAST || layout == KV_LAYOUT_WINDOW;
-            base = overlapping ? NULL : kv_layout_place(placed, layout, device);
-            if (base != NULL && kv_copy_(base, placed, false) != KV_OK) {
-                kv_tensor_release(base);
-                base = NULL;
-                kv_error_clear(); /* the clone below is the old way, not a failure */
+             * destination of copy_: there the non-leaf is
+             * overlapping_nonleaf's view, in the same strides. */
+            const bool overlapping = kv_tensor_internal_overlap(placed, NULL) != KV_OVERLAP_NO;
+            if (overlapping) {
+                base = overlapping_nonleaf(placed);
+                if (base == NULL) st = kv_last_error();
+            } else {
+                base = kv_layout_place(placed, layout, device);
+                if (base != NULL && kv_copy_(base, placed, false) != KV_OK) {
+                    kv_tensor_release(base);
+                    base = NULL;
+                    kv_error_clear(); /* the clone below is the old way, not a failure */
+                }
+                if (base == NULL) base = kv_clone(placed, NULL);
             }
-            if (base == NULL) base = kv_clone(placed, NULL);
         } else {
             kv_tensor_retain(placed);
             base = placed;
