@@ -284,7 +284,11 @@ static int env_expect_error(void) {
     if (kv_tune_env_load() != KV_TUNE_ENV_ERROR) return 1;
     if (strstr(kv_last_error_message(), "entry 'neg:avx9'") == NULL) return 2;
     const bool failed = !unary_ok(kv_exp) && strstr(kv_last_error_message(), "KV_PERFDISPATCH_FORCE") != NULL;
-    return failed ? 0 : 3;
+    if (!failed) return 3;
+    /* Every later dispatch too: the loaded-environment flag a dispatch
+     * reads instead of pthread_once is never set by a failed load. */
+    if (unary_ok(kv_exp) || unary_ok(kv_neg)) return 4;
+    return strstr(kv_last_error_message(), "KV_PERFDISPATCH_FORCE") ? 0 : 5;
 }
 /* neg:avx9 names a variant neg has on no backend: judged at neg's first
  * dispatch, which fails naming the entry; exp is not touched by it. */
@@ -1099,6 +1103,37 @@ static void test_log_format(void **state) {
 
 /* ---- pins and reference mode ---- */
 
+/* A dispatch checks one thread-local flag for "a pin or a mode is on"
+ * before the tuner's cache: a mode or pin set after a cached hit must be
+ * seen by the next call, and clearing them must bring the cached choice
+ * back without re-tuning. */
+static void test_modes_seen_after_cached_hit(void **state) {
+    (void)state;
+    kv_tensor *t = tensor2(2, 2, KV_F32);
+    assert_int_equal(call_a(t), KV_OK); /* tuned: B */
+    memset(g_runs, 0, sizeof g_runs);
+    assert_int_equal(call_a(t), KV_OK); /* a cache hit */
+    assert_int_equal(g_runs[VB], 1);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).cache_hits, 1);
+    assert_false(kv_tune_reference_mode_set(true));
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VA], 1);
+    assert_true(kv_tune_reference_mode_set(false));
+    assert_int_equal(kv_tune_pin(g_op, KV_KEY_CPU, "C"), KV_OK);
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VC], 1);
+    assert_int_equal(kv_tune_pin(NULL, KV_KEY_CPU, NULL), KV_OK);
+    assert_false(kv_tune_untimed_mode_set(true));
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VC], 2); /* untimed: the last compatible one */
+    assert_true(kv_tune_untimed_mode_set(false));
+    assert_int_equal(call_a(t), KV_OK);
+    assert_int_equal(g_runs[VB], 2); /* the cached choice again */
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 1);
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).cache_hits, 2);
+    kv_tensor_release(t);
+}
+
 static void test_pin_and_reference_mode(void **state) {
     (void)state;
     kv_tensor *t = tensor2(2, 2, KV_F32), *d = tensor2(2, 2, KV_F64);
@@ -1206,6 +1241,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_tuning_off_and_single_compatible, reset),
         cmocka_unit_test_setup(test_tuning_never_touches_mutable_args, reset),
         cmocka_unit_test_setup(test_log_format, reset),
+        cmocka_unit_test_setup(test_modes_seen_after_cached_hit, reset),
         cmocka_unit_test_setup(test_pin_and_reference_mode, reset),
         cmocka_unit_test_setup(test_threads_smoke, reset),
     };

@@ -9,10 +9,17 @@ static _Thread_local bool t_untimed;
 static _Thread_local const kv_op *t_pin_op;
 static _Thread_local kv_key t_pin_key;
 static _Thread_local int t_pin_idx = -1;
+/* Whether any of the three above is on (a pin, reference or untimed
+ * mode): the common call has none and checks this one flag. Kept by the
+ * setters below. */
+static _Thread_local bool t_special;
+
+static void special_update(void) { t_special = t_reference || t_untimed || t_pin_op != NULL; }
 
 bool kv_tune_reference_mode_set(bool on) {
     const bool prev = t_reference;
     t_reference = on;
+    special_update();
     return prev;
 }
 
@@ -21,6 +28,7 @@ bool kv_tune_reference_mode(void) { return t_reference; }
 bool kv_tune_untimed_mode_set(bool on) {
     const bool was = t_untimed;
     t_untimed = on;
+    special_update();
     return was;
 }
 
@@ -30,6 +38,7 @@ kv_status kv_tune_pin(const kv_op *op, kv_key backend, const char *name) {
     if (name == NULL) {
         t_pin_op = NULL;
         t_pin_idx = -1;
+        special_update();
         return KV_OK;
     }
     const int i = kv_tune_variant_find(op, backend, name);
@@ -39,6 +48,7 @@ kv_status kv_tune_pin(const kv_op *op, kv_key backend, const char *name) {
     t_pin_op = op;
     t_pin_key = backend;
     t_pin_idx = i;
+    special_update();
     return KV_OK;
 }
 
@@ -80,24 +90,25 @@ static int untimed_choice(tune_slot *s, const kv_stack *stack, int n) {
     return -1;
 }
 
-static int choose(tune_slot *s, const kv_stack *stack, kv_status *st, bool *only_choice_checked) {
-    *only_choice_checked = false;
-    *st = kv_tune_env_ready();
-    if (*st != KV_OK) return -1;
+/* A pin, reference or untimed mode on this thread (t_special): the
+ * variant they give, else the tuner's. Out of line, so that the common
+ * call's path carries none of their frame. */
+static int choose_special(tune_slot *s, const kv_stack *stack, bool *only_choice_checked) {
     const int n = atomic_load_explicit(&s->n, memory_order_acquire);
-    int idx;
-    if (n > 0 && t_pin_op == s->op && t_pin_key == s->key && t_pin_idx < n) {
-        idx = fixed_choice(s, stack, t_pin_idx, "pinned on this thread");
-        *only_choice_checked = true;
-    } else if (n > 0 && t_reference) {
-        idx = fixed_choice(s, stack, reference_index(s, n), "reference mode");
-        *only_choice_checked = true;
-    } else if (n > 0 && t_untimed) {
-        idx = untimed_choice(s, stack, n);
-        *only_choice_checked = true;
-    } else {
-        idx = kv_tune_select(s, stack, !kv_tune_in_measure(), only_choice_checked);
-    }
+    *only_choice_checked = n > 0;
+    if (n > 0 && t_pin_op == s->op && t_pin_key == s->key && t_pin_idx < n)
+        return fixed_choice(s, stack, t_pin_idx, "pinned on this thread");
+    if (n > 0 && t_reference) return fixed_choice(s, stack, reference_index(s, n), "reference mode");
+    if (n > 0 && t_untimed) return untimed_choice(s, stack, n);
+    return kv_tune_select(s, stack, !kv_tune_in_measure(), only_choice_checked);
+}
+
+static inline int choose(tune_slot *s, const kv_stack *stack, kv_status *st, bool *only_choice_checked) {
+    *only_choice_checked = false;
+    *st = KV_OK;
+    if (!atomic_load_explicit(&g_tune_env_ok, memory_order_acquire) && (*st = kv_tune_env_ready()) != KV_OK) return -1;
+    const int idx = t_special ? choose_special(s, stack, only_choice_checked)
+                              : kv_tune_select(s, stack, !kv_tune_in_measure(), only_choice_checked);
     if (idx < 0) *st = kv_last_error() != KV_OK ? kv_last_error() : KV_ERR_INTERNAL;
     return idx;
 }

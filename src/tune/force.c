@@ -315,17 +315,23 @@ static void list_once(void) {
     fflush(stdout);
 }
 
+_Atomic bool g_tune_env_ok;
+
 kv_status kv_tune_env_ready(void) {
+    if (atomic_load_explicit(&g_tune_env_ok, memory_order_acquire)) return KV_OK;
     switch (kv_tune_env_load()) {
-    case KV_TUNE_ENV_OK: return KV_OK;
-    case KV_TUNE_ENV_ERROR: return g_env_code;
+    case KV_TUNE_ENV_OK: break;
+    case KV_TUNE_ENV_ERROR: return g_env_code; /* raised again on every call: never set ok */
     case KV_TUNE_ENV_LIST:
         /* "?" inside a program that did not ask (kvrun lists and exits
          * before dispatching): list once and carry on unforced. A library
          * never ends its caller's process. */
         pthread_once(&g_list_once, list_once);
-        return KV_OK;
+        break;
     }
+    /* Both once-routines have returned on this thread, so whatever they
+     * wrote happens before a later acquire load that sees the flag. */
+    atomic_store_explicit(&g_tune_env_ok, true, memory_order_release);
     return KV_OK;
 }
 

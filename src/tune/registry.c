@@ -36,6 +36,7 @@ static tune_slot *slot_create(const kv_op *op, kv_key key) {
     atomic_init(&s->forced, -1);
     atomic_init(&s->cfg, kv_tune_op_config_lookup(op));
     atomic_init(&s->force_gen, UINT32_MAX);
+    kv_tune_geometry_plan(op, &s->plan_tensors, &s->plan_nargs);
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);

@@ -193,8 +193,7 @@ int kv_tune_select(tune_slot *s, const kv_stack *stack, bool allow_tune, bool *o
         kv_error(KV_ERR_MISSING_KERNEL, "%s: %s has no variants registered", kv_op_name(s->op), kv_key_name(s->key));
         return -1;
     }
-    const uint64_t tag =
-        kv_tune_geometry_hash_mask(s->op, stack, atomic_load_explicit(&s->geo_mask, memory_order_relaxed)) | 1u;
+    const uint64_t tag = kv_tune_slot_geometry_hash(s, stack) | 1u;
     const uint32_t gen = atomic_load_explicit(&g_tune_gen, memory_order_acquire);
     tune_entry *e = cache_find(s, tag, gen);
     if (e != NULL) {

@@ -15,46 +15,25 @@
  * armed for another call, and analyses into its own frame as before. */
 #include "tune/tune_internal.h"
 
-#include <stdalign.h>
-
-typedef struct tune_stash {
-    const kv_op *op;
-    const kv_stack *stack;
-    const void *kind; /* what filled it; NULL while empty */
-    alignas(16) unsigned char data[KV_TUNE_STASH_BYTES];
-} tune_stash;
-
-static _Thread_local tune_stash t_stash;
-
-void kv_tune_stash_arm(const kv_op *op, const kv_stack *stack) {
-    t_stash.op = op;
-    t_stash.stack = stack;
-    t_stash.kind = NULL;
-}
-
-void kv_tune_stash_disarm(void) {
-    t_stash.op = NULL;
-    t_stash.stack = NULL;
-    t_stash.kind = NULL;
-}
+_Thread_local tune_stash kv_tune_t_stash;
 
 void *kv_tune_stash_buffer(const kv_op *op, const kv_stack *stack, size_t size) {
-    if (t_stash.op != op || t_stash.stack != stack || op == NULL || size > KV_TUNE_STASH_BYTES) return NULL;
-    t_stash.kind = NULL; /* whatever was there is being overwritten */
-    return t_stash.data;
+    if (kv_tune_t_stash.op != op || kv_tune_t_stash.stack != stack || op == NULL || size > KV_TUNE_STASH_BYTES) return NULL;
+    kv_tune_t_stash.kind = NULL; /* whatever was there is being overwritten */
+    return kv_tune_t_stash.data;
 }
 
 void kv_tune_stash_fill(const kv_op *op, const kv_stack *stack, const void *kind) {
-    if (t_stash.op == op && t_stash.stack == stack && op != NULL) t_stash.kind = kind;
+    if (kv_tune_t_stash.op == op && kv_tune_t_stash.stack == stack && op != NULL) kv_tune_t_stash.kind = kind;
 }
 
 const void *kv_tune_stash_take(const kv_op *op, const kv_stack *stack, const void *kind) {
-    if (t_stash.op != op || t_stash.stack != stack || op == NULL || t_stash.kind != kind || kind == NULL)
+    if (kv_tune_t_stash.op != op || kv_tune_t_stash.stack != stack || op == NULL || kv_tune_t_stash.kind != kind || kind == NULL)
         return NULL;
     /* Disarmed now: the kernel may call other ops, whose dispatch must not
      * see this call's analysis. The data stays valid until this thread
      * arms the stash again, which the kernel's nested calls may do, so the
      * kernel copies what it needs first. */
     kv_tune_stash_disarm();
-    return t_stash.data;
+    return kv_tune_t_stash.data;
 }

@@ -4,6 +4,7 @@
 #define KV_TUNE_INTERNAL_H
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -54,6 +55,12 @@ typedef struct tune_slot {
     /* The non-tensor arguments in the geometry: the union of what the
      * variants declare (kv_tune_register_variant_args). */
     _Atomic uint32_t geo_mask;
+    /* The op's schema, for the geometry hash (kv_tune_geometry_plan):
+     * bit i when argument i is a tensor, and the schema's argument count
+     * (-1: more than 32, the hash walks the schema instead). Set before
+     * the slot is published, never changed. */
+    uint32_t plan_tensors;
+    int plan_nargs;
     /* Per-op settings (kv_tune_op_config_set), NULL: the global ones. */
     _Atomic(const kv_tune_config *) cfg;
     struct tune_slot *next;                 /* every slot, for listing */
@@ -66,8 +73,15 @@ tune_slot *kv_tune_slot_find(const kv_op *op, kv_key key);
 tune_slot *kv_tune_slot_first(void);
 /* The union of geo_mask over every backend's slot of op. */
 uint32_t kv_tune_op_geo_mask(const kv_op *op);
+/* ---- geometry.c ---- */
 /* The geometry hash with the non-tensor arguments of `mask`. */
 uint64_t kv_tune_geometry_hash_mask(const kv_op *op, const kv_stack *stack, uint32_t mask);
+/* The tensor arguments (bit i) and argument count of op's schema, what a
+ * slot keeps to hash without walking the schema; *nargs -1 when the
+ * schema has more than 32 arguments. */
+void kv_tune_geometry_plan(const kv_op *op, uint32_t *tensor_args, int *nargs);
+/* kv_tune_geometry_hash_mask(s->op, stack, s->geo_mask), from the slot's plan. */
+uint64_t kv_tune_slot_geometry_hash(const tune_slot *s, const kv_stack *stack);
 
 /* ---- dispatch.c ---- */
 /* The kernel the registry installs at every key with a variant set. */
@@ -94,8 +108,10 @@ typedef struct tune_timing {
  * returns the winner (-1 when every one failed). */
 int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tune_timing *timings, bool first);
 uint64_t kv_tune_now(void);
-/* Whether this thread is inside kv_tune_measure (nested ops are not tuned). */
-bool kv_tune_in_measure(void);
+/* How deep this thread is in kv_tune_measure; whether it is inside one
+ * (nested ops are not tuned), inline since every dispatch asks. */
+extern _Thread_local int kv_tune_t_measure_depth;
+static inline bool kv_tune_in_measure(void) { return kv_tune_t_measure_depth > 0; }
 kv_tune_config kv_tune_config_snapshot(void);
 /* The settings a slot runs with (its op's, else the global ones), without
  * a lock: every cached call reads them. Valid for the process's life. */
@@ -121,6 +137,10 @@ kv_status kv_tune_force_parse(const char *spec);
 /* Loads the environment once; KV_OK, or the stored error re-raised on
  * this thread. */
 kv_status kv_tune_env_ready(void);
+/* Set (release) once the environment loaded without error and, for "?",
+ * the list was printed: from then on kv_tune_env_ready has nothing to do,
+ * and a dispatch reads this flag (acquire) instead of calling it. */
+extern _Atomic bool g_tune_env_ok;
 /* Reads KV_PERFDISPATCH_RETUNE, _WARMUP, _REPS, _TUNE into the config
  * (tuner.c); KV_OK or an error naming the variable. */
 kv_status kv_tune_config_from_env(void);
@@ -131,9 +151,24 @@ void kv_tune_log_choice(const tune_slot *s, const kv_stack *stack, int choice, t
                         const tune_timing *timings);
 
 /* ---- stash.c ---- */
-/* Arms this thread's stash for the call (op, stack), dropping any fill. */
-void kv_tune_stash_arm(const kv_op *op, const kv_stack *stack);
-void kv_tune_stash_disarm(void);
+typedef struct tune_stash {
+    const kv_op *op;
+    const kv_stack *stack;
+    const void *kind; /* what filled it; NULL while empty */
+    alignas(16) unsigned char data[KV_TUNE_STASH_BYTES];
+} tune_stash;
+/* This thread's stash; only stash.c and the two below touch it. */
+extern _Thread_local tune_stash kv_tune_t_stash;
+
+/* Arms this thread's stash for the call (op, stack), dropping any fill.
+ * Inline: every dispatch through a variant set arms and disarms it. */
+static inline void kv_tune_stash_arm(const kv_op *op, const kv_stack *stack) {
+    kv_tune_t_stash.op = op;
+    kv_tune_t_stash.stack = stack;
+    kv_tune_t_stash.kind = NULL;
+}
+
+static inline void kv_tune_stash_disarm(void) { kv_tune_stash_arm(NULL, NULL); }
 
 /* ---- one call as a cache hit makes it (dispatch.c) ---- */
 /* Variant i of s on the stack the way a tuner cache hit runs it: the

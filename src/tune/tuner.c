@@ -55,7 +55,7 @@ static void *g_clock_ctx;
 
 static void (*_Atomic g_sync[KV_BACKEND_KEY_COUNT])(void);
 
-static _Thread_local int t_measure_depth;
+_Thread_local int kv_tune_t_measure_depth;
 
 /* ---- settings ---- */
 
@@ -298,7 +298,6 @@ void kv_tune_set_sync(kv_key backend, void (*fn)(void)) {
     if (kv_key_is_backend(backend)) atomic_store(&g_sync[backend], fn);
 }
 
-bool kv_tune_in_measure(void) { return t_measure_depth > 0; }
 
 /* ---- measuring ---- */
 
@@ -503,7 +502,7 @@ int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tun
             m->live[i] = ok && compat[i];
             tm[i].ran = m->live[i];
         }
-        t_measure_depth++;
+        kv_tune_t_measure_depth++;
         /* The first evaluation of a geometry warms up more (cold caches,
          * first-touch pages, lazy set-up) than a re-evaluation. */
         const int warm = first ? cfg.warmup : cfg.rewarmup;
@@ -574,7 +573,7 @@ int kv_tune_measure(tune_slot *s, const kv_stack *stack, const bool *compat, tun
             run_rounds(m, cfg.reps, close);
             best = pick(m, q1, q3);
         }
-        t_measure_depth--;
+        kv_tune_t_measure_depth--;
     }
     for (int i = 0; i < n; i++) {
         kv_tensor_release(clones[i]);
