@@ -335,6 +335,26 @@ static void test_mismatch_listing(void **state) {
     kv_tensor_release(tg);
 }
 
+/* Mismatches that are all Inf or NaN leave the finite-pair maxima at 0:
+ * the summary must say how many there are rather than read "max abs err
+ * 0" beside a count of differing elements. */
+static void test_nonfinite_mismatches_named(void **state) {
+    (void)state;
+    const int64_t sz[1] = { 4 };
+    const float e[4] = { 1.0f, INFINITY, INFINITY, 2.0f };
+    const float g[4] = { 1.0f, NAN, -INFINITY, 2.5f };
+    kv_tensor *te = mk_f32(e, sz, 1), *tg = mk_f32(g, sz, 1);
+    kv_cmp_report rep;
+    assert_int_equal(kv_compare(te, tg, &BITWISE, NULL, &rep), KV_OK);
+    assert_int_equal(rep.mismatched, 3);
+    assert_int_equal(rep.nonfinite_mismatched, 2);
+    char text[2048];
+    kv_cmp_report_summary(&rep, NULL, text, (int)sizeof text);
+    assert_string_equal(text, "3 of 4 elements differ (max abs err 0.5, max ulp 2.09715e+06 over finite pairs; 2 with Inf or NaN)");
+    kv_tensor_release(te);
+    kv_tensor_release(tg);
+}
+
 /* ---- tolerance table ---- */
 
 static void test_unit_roundoff_and_gamma(void **state) {
@@ -622,6 +642,7 @@ int main(void) {
         cmocka_unit_test(test_bound_sum),
         cmocka_unit_test(test_equal_values_pass_with_nan_scale),
         cmocka_unit_test(test_bound_linear_scatter),
+        cmocka_unit_test(test_nonfinite_mismatches_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -269,6 +269,7 @@ kv_status kv_compare(const kv_tensor *expected, const kv_tensor *got, const kv_c
         if (!is_int && ulps > rep->max_ulps) rep->max_ulps = ulps;
         if (!match) {
             rep->mismatched++;
+            if (!isfinite(abs_err)) rep->nonfinite_mismatched++;
             if (rep->nmismatches < KV_RESULT_MAX_MISMATCHES) {
                 kv_mismatch *m = &rep->mismatches[rep->nmismatches++];
                 m->ndim = nd;
@@ -306,8 +307,13 @@ static void cmp_put(char *buf, int cap, int *n, const char *fmt, ...) {
 static int cmp_summary(const kv_cmp_report *rep, const char *what, char *buf, int cap) {
     int n = 0;
     if (cap > 0) buf[0] = '\0';
-    cmp_put(buf, cap, &n, "%s%s%" PRId64 " of %" PRId64 " elements differ (max abs err %.6g, max ulp %.6g)",
+    cmp_put(buf, cap, &n, "%s%s%" PRId64 " of %" PRId64 " elements differ (max abs err %.6g, max ulp %.6g",
             what ? what : "", what ? ": " : "", rep->mismatched, rep->compared, rep->max_abs_err, rep->max_ulps);
+    /* The maxima are over finite pairs only: an Inf against a NaN would
+     * otherwise read "max abs err 0" beside a count of mismatches. */
+    if (rep->nonfinite_mismatched > 0)
+        cmp_put(buf, cap, &n, " over finite pairs; %" PRId64 " with Inf or NaN", rep->nonfinite_mismatched);
+    cmp_put(buf, cap, &n, ")");
     return n;
 }
 

@@ -53,6 +53,8 @@ typedef struct kv_cmp_report {
     int64_t compared, mismatched;
     double max_abs_err;         /* over elements where both values are finite */
     double max_ulps;            /* over float elements where both are finite */
+    int64_t nonfinite_mismatched; /* mismatches with an Inf or NaN on either side,
+                                     which the two maxima above cannot show */
     int nmismatches;
     kv_mismatch mismatches[KV_RESULT_MAX_MISMATCHES];
 } kv_cmp_report;
