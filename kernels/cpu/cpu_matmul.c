@@ -277,14 +277,14 @@ static const mm_kernel k_avx512 = { "avx512", 4, 8, 4, 8, uk_generic_f32, uk_gen
  *   KC 512: k in one block up to 512 (equal blocks above), so at 512^3
  *     each C tile is written once, with plain stores: no loads of C, no
  *     second pass. KC 128..160 (both micro-panels in L1) loaded and
- *     stored C 3 to 4 times and measured 92-100 GFLOP/s against 101-108
- *     for KC 256..512 (best of 60 single calls, configurations
- *     interleaved in one process). The KC x 32 micro-panel of B (64 KiB)
- *     and A's micro-panels then stream from L2, 176 bytes per k step of
- *     24 FMA cycles, which L2 and the hardware prefetchers keep up with:
- *     the kernel over a packed 240-row block reads 113-117 GFLOP/s, the
- *     peak, and software prefetches of A and B 8 to 32 steps ahead
- *     measured no gain.
+ *     stored C 3 to 4 times: KC 160 measured 92-96 GFLOP/s, KC 256
+ *     98-103, KC 384 and 512 101-108 (best of 60 to 100 single calls,
+ *     configurations interleaved in one process). The KC x 32
+ *     micro-panel of B (64 KiB) and A's micro-panels then stream from
+ *     L2, 176 bytes per k step of 24 FMA cycles, which L2 and the
+ *     hardware prefetchers keep up with: the kernel over a packed 240-row
+ *     block reads 112-117 GFLOP/s, 0.95 to 1.0 of the peak, and software
+ *     prefetches of A and B 8 to 32 steps ahead measured no gain.
  *   MC 240: the A block (MC x KC = 240 x 512 x 4 = 480 KiB) stays in L2
  *     beside the B micro-panel while the kernel walks its 20 row tiles
  *     (MC 96..240 measured within noise of each other).
