@@ -23,6 +23,14 @@ typedef struct kvb_case {
     long iters;             /* calls per timed loop, calibrated */
     double ns[KVB_MAX_ROUNDS];
     int nrounds;
+    /* Optional: each timed loop is also cut into samples of calls lasting
+     * at least sample_ns, each timed, and best_ns is the fastest sample's
+     * time per call over all rounds. Other processes only ever add time,
+     * so on a busy machine the fastest of many short samples is the
+     * figure they move least (a 100 ms loop is seldom left alone). */
+    double sample_ns;
+    long sample_calls;      /* calls per sample, calibrated */
+    double best_ns;
 } kvb_case;
 
 /* Calibrates each case to about `target_ms` per timed loop, then runs
@@ -54,6 +62,10 @@ void kvb_limits_release(void);
 /* ---- sections ---- */
 void kvb_calls_section(int rounds, bool quick);
 void kvb_throughput_section(const kvb_limits *lim, int rounds, bool quick);
+
+/* Prints /proc/loadavg with `when` (nothing where it does not exist):
+ * timed figures on a shared machine mean little without the load. */
+void kvb_print_loadavg(const char *when);
 
 /* Prints one row per case: median, min, max and the spread. */
 void kvb_print_ns_rows(const kvb_case *cases, int n);

@@ -31,9 +31,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "kvbench: %s\n", kv_last_error_message());
         return 1;
     }
+    kvb_print_loadavg("before");
     const kvb_limits lim = kvb_measure_limits(quick ? 3 : 5);
     kvb_calls_section(rounds, quick);
     kvb_throughput_section(&lim, quick ? 3 : 5, quick);
     kvb_limits_release();
+    kvb_print_loadavg("after");
     return 0;
 }

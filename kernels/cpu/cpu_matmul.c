@@ -85,17 +85,24 @@ static void uk_generic_f64(int64_t kc, const double *ap, const double *bp, doubl
 }
 
 #ifdef MM_X86
+/* Every loop over the tile unrolled (init, k step, store): a rolled
+ * store loop indexes the accumulator array, which then lives on the stack
+ * and is stored back on every k step (the AVX2 kernel read 40 GFLOP/s of
+ * 118, store-bound; unrolled, 105). */
 __attribute__((target("avx2,fma"))) static void uk_avx2_f32(int64_t kc, const float *ap, const float *bp, float *t) {
     __m256 c[6][2];
+#pragma GCC unroll 6
     for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
     for (int64_t p = 0; p < kc; p++) {
         const __m256 b0 = _mm256_loadu_ps(bp + p * 16), b1 = _mm256_loadu_ps(bp + p * 16 + 8);
+#pragma GCC unroll 6
         for (int i = 0; i < 6; i++) {
             const __m256 a = _mm256_broadcast_ss(ap + p * 6 + i);
             c[i][0] = _mm256_fmadd_ps(a, b0, c[i][0]);
             c[i][1] = _mm256_fmadd_ps(a, b1, c[i][1]);
         }
     }
+#pragma GCC unroll 6
     for (int i = 0; i < 6; i++) {
         _mm256_storeu_ps(t + i * 16, c[i][0]);
         _mm256_storeu_ps(t + i * 16 + 8, c[i][1]);
@@ -104,15 +111,18 @@ __attribute__((target("avx2,fma"))) static void uk_avx2_f32(int64_t kc, const fl
 
 __attribute__((target("avx2,fma"))) static void uk_avx2_f64(int64_t kc, const double *ap, const double *bp, double *t) {
     __m256d c[6][2];
+#pragma GCC unroll 6
     for (int i = 0; i < 6; i++) c[i][0] = c[i][1] = _mm256_setzero_pd();
     for (int64_t p = 0; p < kc; p++) {
         const __m256d b0 = _mm256_loadu_pd(bp + p * 8), b1 = _mm256_loadu_pd(bp + p * 8 + 4);
+#pragma GCC unroll 6
         for (int i = 0; i < 6; i++) {
             const __m256d a = _mm256_broadcast_sd(ap + p * 6 + i);
             c[i][0] = _mm256_fmadd_pd(a, b0, c[i][0]);
             c[i][1] = _mm256_fmadd_pd(a, b1, c[i][1]);
         }
     }
+#pragma GCC unroll 6
     for (int i = 0; i < 6; i++) {
         _mm256_storeu_pd(t + i * 8, c[i][0]);
         _mm256_storeu_pd(t + i * 8 + 4, c[i][1]);
@@ -121,15 +131,18 @@ __attribute__((target("avx2,fma"))) static void uk_avx2_f64(int64_t kc, const do
 
 __attribute__((target("avx512f"))) static void uk_avx512_f32(int64_t kc, const float *ap, const float *bp, float *t) {
     __m512 c[8][2];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++) c[i][0] = c[i][1] = _mm512_setzero_ps();
     for (int64_t p = 0; p < kc; p++) {
         const __m512 b0 = _mm512_loadu_ps(bp + p * 32), b1 = _mm512_loadu_ps(bp + p * 32 + 16);
+#pragma GCC unroll 8
         for (int i = 0; i < 8; i++) {
             const __m512 a = _mm512_set1_ps(ap[p * 8 + i]);
             c[i][0] = _mm512_fmadd_ps(a, b0, c[i][0]);
             c[i][1] = _mm512_fmadd_ps(a, b1, c[i][1]);
         }
     }
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
         _mm512_storeu_ps(t + i * 32, c[i][0]);
         _mm512_storeu_ps(t + i * 32 + 16, c[i][1]);
@@ -138,68 +151,111 @@ __attribute__((target("avx512f"))) static void uk_avx512_f32(int64_t kc, const f
 
 __attribute__((target("avx512f"))) static void uk_avx512_f64(int64_t kc, const double *ap, const double *bp, double *t) {
     __m512d c[8][2];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++) c[i][0] = c[i][1] = _mm512_setzero_pd();
     for (int64_t p = 0; p < kc; p++) {
         const __m512d b0 = _mm512_loadu_pd(bp + p * 16), b1 = _mm512_loadu_pd(bp + p * 16 + 8);
+#pragma GCC unroll 8
         for (int i = 0; i < 8; i++) {
             const __m512d a = _mm512_set1_pd(ap[p * 8 + i]);
             c[i][0] = _mm512_fmadd_pd(a, b0, c[i][0]);
             c[i][1] = _mm512_fmadd_pd(a, b1, c[i][1]);
         }
     }
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
         _mm512_storeu_pd(t + i * 16, c[i][0]);
         _mm512_storeu_pd(t + i * 16 + 8, c[i][1]);
     }
 }
 
-/* The f32 AVX-512 kernel that reaches the FMA peak: 12 x 32 (24 zmm
- * accumulators, 2 for B, 1 for the broadcast of A: 27 of 32 registers),
- * so each k step does 24 FMAs for 2 loads of B and 12 broadcasts of A,
- * and it adds its tile straight into C (no temporary tile, no second
- * pass). `first` stores instead of adding: the first KC block of k. */
+/* The f32 AVX-512 kernel: 12 x 32 (24 zmm accumulators, 2 for B, 1 for
+ * the broadcast of A: 27 of 32 registers), each k step 24 FMAs for 2
+ * loads of B and 12 broadcasts of A. On Zen 4 a 512-bit FMA is split
+ * over the two 256-bit FMA pipes (one per cycle: the AVX2 and AVX-512
+ * peaks are equal), so the shape only has to keep that pipe fed: 8 x 48,
+ * 6 x 64 and 14 x 32 measured the same (109-114 GFLOP/s on panels in
+ * L1, 0.93-0.96 of the peak, kc 128..512); the loss is the fixed cost of
+ * a call (the C tile), which a longer kc spreads.
+ *
+ * It adds its tile straight into C: `first` stores instead of adding (the
+ * first block of k). Edges run the same code at full speed instead of a
+ * temporary tile and a scalar copy: `rows` < 12 is a copy compiled for
+ * that row count (uk512_f32 below), columns past the edge are masked off
+ * in C's loads and stores (the packed B is zero there). With `last` (the
+ * last block of k) it also tells whether any value it stored is Inf or
+ * NaN, tested in registers: the finite check mm_finish made in a second
+ * pass over C (a twentieth of mm 512^3) costs nothing here. */
 #define UK512_MR 12
 #define UK512_NR 32
-__attribute__((target("avx512f"))) static void uk_avx512_f32_c(int64_t kc, const float *ap, const float *bp, float *c,
-                                                                int64_t ldc, bool first) {
+typedef enum uk512_step { UK512_FIRST = 1, UK512_LAST = 2 } uk512_step;
+
+__attribute__((target("avx512f"), always_inline)) static inline bool uk512_body(int64_t kc, const float *ap,
+                                                                                const float *bp, float *c, int64_t ldc,
+                                                                                int step, const int rows,
+                                                                                __mmask16 m0, __mmask16 m1) {
     __m512 acc[UK512_MR][2];
-    for (int i = 0; i < UK512_MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    /* The C tile's 24 lines (rows ldc apart, seldom in L1) are asked for
-     * now and arrive while the k loop runs, not when it ends. */
-    if (!first)
-        for (int i = 0; i < UK512_MR; i++) {
+#pragma GCC unroll 12
+    for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    /* The C tile's lines (rows ldc apart, seldom in L1) are asked for now
+     * and arrive while the k loop runs, not when it ends. */
+    if (!(step & UK512_FIRST)) {
+#pragma GCC unroll 12
+        for (int i = 0; i < rows; i++) {
             _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
             _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
         }
+    }
     for (int64_t p = 0; p < kc; p++) {
         const __m512 b0 = _mm512_load_ps(bp + p * UK512_NR), b1 = _mm512_load_ps(bp + p * UK512_NR + 16);
 #pragma GCC unroll 12
-        for (int i = 0; i < UK512_MR; i++) {
+        for (int i = 0; i < rows; i++) {
             const __m512 a = _mm512_set1_ps(ap[p * UK512_MR + i]);
             acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
         }
     }
-    for (int i = 0; i < UK512_MR; i++) {
+    /* Inf and NaN: exponent bits all ones. */
+    const __m512i expo = _mm512_set1_epi32(0x7f800000);
+    __mmask16 bad = 0;
+#pragma GCC unroll 12
+    for (int i = 0; i < rows; i++) {
         float *row = c + i * ldc;
-        if (!first) {
-            acc[i][0] = _mm512_add_ps(_mm512_loadu_ps(row), acc[i][0]);
-            acc[i][1] = _mm512_add_ps(_mm512_loadu_ps(row + 16), acc[i][1]);
+        if (!(step & UK512_FIRST)) {
+            acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, row), acc[i][0]);
+            acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, row + 16), acc[i][1]);
         }
-        _mm512_storeu_ps(row, acc[i][0]);
-        _mm512_storeu_ps(row + 16, acc[i][1]);
+        _mm512_mask_storeu_ps(row, m0, acc[i][0]);
+        _mm512_mask_storeu_ps(row + 16, m1, acc[i][1]);
+        if (step & UK512_LAST) {
+            bad |= _mm512_mask_cmpeq_epi32_mask(m0, _mm512_and_si512(_mm512_castps_si512(acc[i][0]), expo), expo);
+            bad |= _mm512_mask_cmpeq_epi32_mask(m1, _mm512_and_si512(_mm512_castps_si512(acc[i][1]), expo), expo);
+        }
     }
+    return bad != 0;
 }
 
-/* The same product for a partial tile (rows or columns past the edge):
- * into a temporary, then the part that exists. */
-__attribute__((target("avx512f"))) static void uk_avx512_f32_edge(int64_t kc, const float *ap, const float *bp,
-                                                                   float *c, int64_t ldc, bool first, int64_t ri,
-                                                                   int64_t cj) {
-    float t[UK512_MR * UK512_NR];
-    uk_avx512_f32_c(kc, ap, bp, t, UK512_NR, true);
-    for (int64_t i = 0; i < ri; i++)
-        for (int64_t j = 0; j < cj; j++) c[i * ldc + j] = first ? t[i * UK512_NR + j] : c[i * ldc + j] + t[i * UK512_NR + j];
+/* One copy of the kernel per row count (the full tile is the hot one),
+ * so that each keeps its accumulators in registers; `cols` (1..32) the
+ * columns that exist. Returns whether it stored an Inf or NaN (`last`). */
+__attribute__((target("avx512f"))) static bool uk512_f32(int64_t kc, const float *ap, const float *bp, float *c,
+                                                         int64_t ldc, int step, int64_t rows, int64_t cols) {
+    const __mmask16 m0 = cols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cols) - 1);
+    const __mmask16 m1 = cols >= 32 ? (__mmask16)0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
+    switch (rows) {
+    case 12: return uk512_body(kc, ap, bp, c, ldc, step, 12, m0, m1);
+    case 11: return uk512_body(kc, ap, bp, c, ldc, step, 11, m0, m1);
+    case 10: return uk512_body(kc, ap, bp, c, ldc, step, 10, m0, m1);
+    case 9: return uk512_body(kc, ap, bp, c, ldc, step, 9, m0, m1);
+    case 8: return uk512_body(kc, ap, bp, c, ldc, step, 8, m0, m1);
+    case 7: return uk512_body(kc, ap, bp, c, ldc, step, 7, m0, m1);
+    case 6: return uk512_body(kc, ap, bp, c, ldc, step, 6, m0, m1);
+    case 5: return uk512_body(kc, ap, bp, c, ldc, step, 5, m0, m1);
+    case 4: return uk512_body(kc, ap, bp, c, ldc, step, 4, m0, m1);
+    case 3: return uk512_body(kc, ap, bp, c, ldc, step, 3, m0, m1);
+    case 2: return uk512_body(kc, ap, bp, c, ldc, step, 2, m0, m1);
+    default: return uk512_body(kc, ap, bp, c, ldc, step, 1, m0, m1);
+    }
 }
 #endif
 
@@ -216,16 +272,30 @@ static const mm_kernel k_avx512 = { "avx512", 4, 8, 4, 8, uk_generic_f32, uk_gen
 
 #ifdef MM_X86
 /* ---- the f32 AVX-512 driver ----
- * GotoBLAS's loops with blocks sized for this core (32 KiB L1D,
- * 1 MiB L2 on Zen 4): a KC x NR micro-panel of B (160 x 32 x 4 = 20 KiB)
- * and one of A (12 x 160 x 4 = 7.5 KiB) fit in L1 together while the
- * micro-kernel walks the A block's micro-panels (MC x KC = 240 x 160 x 4 =
- * 150 KiB, in L2); the B panel (KC x NC) sits in L2/L3. (KC 128..192 and
- * MC 192..480 measured within noise of each other on this machine.)
- * Packed buffers are 64-byte aligned and packing copies rows with unit
- * stride when the operand has it. Summation per output: blocks of KC
- * ascending, each ascending in k (the file comment's bound holds). */
-#define KC512 160
+ * GotoBLAS's (and BLIS's) loops, blocks sized for this core (Zen 4: 32 KiB
+ * L1D, 1 MiB L2 per core, L3 shared):
+ *   KC 512: k in one block up to 512 (equal blocks above), so at 512^3
+ *     each C tile is written once, with plain stores: no loads of C, no
+ *     second pass. KC 128..160 (both micro-panels in L1) loaded and
+ *     stored C 3 to 4 times: KC 160 measured 92-96 GFLOP/s, KC 256
+ *     98-103, KC 384 and 512 101-108 (best of 60 to 100 single calls,
+ *     configurations interleaved in one process). The KC x 32
+ *     micro-panel of B (64 KiB) and A's micro-panels then stream from
+ *     L2, 176 bytes per k step of 24 FMA cycles, which L2 and the
+ *     hardware prefetchers keep up with: the kernel over a packed 240-row
+ *     block reads 112-117 GFLOP/s, 0.95 to 1.0 of the peak, and software
+ *     prefetches of A and B 8 to 32 steps ahead measured no gain.
+ *   MC 240: the A block (MC x KC = 240 x 512 x 4 = 480 KiB) stays in L2
+ *     beside the B micro-panel while the kernel walks its 20 row tiles
+ *     (MC 96..240 measured within noise of each other).
+ *   NC 1536: the packed B panel (KC x NC, up to 3 MiB) sits in L3; for
+ *     k <= 512 and m <= 1536 B is packed once per call.
+ * Packed buffers are 64-byte aligned (the kernel's B loads are aligned)
+ * and packing copies rows with unit stride when the operand has it. What
+ * is left of the gap to the peak at 512^3 is packing (about 2%) and the
+ * first reads of each B micro-panel from L3. Summation per output: blocks
+ * of k ascending, each ascending in k (the file comment's bound holds). */
+#define KC512 512
 #define MC512 240
 #define NC512 1536
 
@@ -295,7 +365,9 @@ static void pack_a512(const float *A, int64_t as0, int64_t as1, int64_t ic, int6
     }
 }
 
-static bool mm_avx512_f32(const mm_prob *pr) {
+/* False when out of memory; *finite says whether every output is finite
+ * (then mm_finish has nothing to recompute). */
+static bool mm_avx512_f32(const mm_prob *pr, bool *finite) {
     const float *A = (const float *)pr->a, *B = (const float *)pr->b;
     float *C = (float *)pr->c;
     const int64_t n = pr->n, k = pr->k, m = pr->m;
@@ -309,14 +381,16 @@ static bool mm_avx512_f32(const mm_prob *pr) {
         free(ap);
         return false;
     }
-    /* k in equal blocks of at most KC512 (512 = 4 x 128, not 3 x 160 +
-     * 32): a short last block pays the C tile's loads and stores for
-     * few FMAs. */
+    /* k in equal blocks of at most KC512 (1100 = 3 x 367, not 2 x 512 +
+     * 76): a short last block pays the C tile's loads and stores for few
+     * FMAs. */
+    bool bad = false;
     const int64_t kcb = k > 0 ? (k + (k + KC512 - 1) / KC512 - 1) / ((k + KC512 - 1) / KC512) : KC512;
     for (int64_t jc = 0; jc < m; jc += NC512) {
         const int64_t nc = m - jc < NC512 ? m - jc : NC512;
         for (int64_t pc = 0; pc < k; pc += kcb) {
             const int64_t kc = k - pc < kcb ? k - pc : kcb;
+            const int step = (pc == 0 ? UK512_FIRST : 0) | (pc + kc == k ? UK512_LAST : 0);
             pack_b512(B, pr->bs0, pr->bs1, pc, kc, jc, nc, bp);
             for (int64_t ic = 0; ic < n; ic += MC512) {
                 const int64_t mc = n - ic < MC512 ? n - ic : MC512;
@@ -325,11 +399,7 @@ static bool mm_avx512_f32(const mm_prob *pr) {
                     const int64_t cj = nc - js < UK512_NR ? nc - js : UK512_NR;
                     for (int64_t is = 0; is < mc; is += UK512_MR) {
                         const int64_t ri = mc - is < UK512_MR ? mc - is : UK512_MR;
-                        float *c = C + (ic + is) * m + jc + js;
-                        if (ri == UK512_MR && cj == UK512_NR)
-                            uk_avx512_f32_c(kc, ap + is * kc, bp + js * kc, c, m, pc == 0);
-                        else
-                            uk_avx512_f32_edge(kc, ap + is * kc, bp + js * kc, c, m, pc == 0, ri, cj);
+                        bad |= uk512_f32(kc, ap + is * kc, bp + js * kc, C + (ic + is) * m + jc + js, m, step, ri, cj);
                     }
                 }
             }
@@ -339,6 +409,7 @@ static bool mm_avx512_f32(const mm_prob *pr) {
         for (int64_t i = 0; i < n * m; i++) C[i] = 0.0f;
     free(bp);
     free(ap);
+    *finite = !bad;
     return true;
 }
 
@@ -491,9 +562,10 @@ static void mm_finish(const mm_prob *pr, const mm_epilogue *ep) {
 }
 
 static bool mm_run(const mm_prob *pr, const mm_kernel *kn, const mm_epilogue *ep) {
+    bool finite = false; /* unknown: mm_finish looks */
     if (pr->n > 0 && pr->m > 0) {
 #ifdef MM_X86
-        const bool ok = pr->dt == KV_F32 ? (kn == &k_avx512 ? mm_avx512_f32(pr)
+        const bool ok = pr->dt == KV_F32 ? (kn == &k_avx512 ? mm_avx512_f32(pr, &finite)
                                                             : mm_blocked_f32(pr, kn->mr32, kn->nr32, kn->f32))
                                          : mm_blocked_f64(pr, kn->mr64, kn->nr64, kn->f64);
 #else
@@ -502,7 +574,7 @@ static bool mm_run(const mm_prob *pr, const mm_kernel *kn, const mm_epilogue *ep
 #endif
         if (!ok) return false;
     }
-    mm_finish(pr, ep);
+    if (!finite || ep->scale) mm_finish(pr, ep);
     return true;
 }
 
