@@ -481,7 +481,9 @@ static bool mm_avx512_f32(const mm_prob *pr, bool *finite) {
 MM_DRIVER(float, f32)
 MM_DRIVER(double, f64)
 
-/* The reference's computation of one output: f64, k ascending. */
+/* The reference's computation of one output: f64, k ascending, and for
+ * f64 a sum that comes out Inf or NaN recomputed as the reference does
+ * (kv_ref_dot_f64_rescued). */
 static double mm_ref_dot(const mm_prob *pr, int64_t i, int64_t j) {
     double acc = 0.0;
     if (pr->dt == KV_F32) {
@@ -490,6 +492,7 @@ static double mm_ref_dot(const mm_prob *pr, int64_t i, int64_t j) {
     } else {
         const double *A = (const double *)pr->a, *B = (const double *)pr->b;
         for (int64_t p = 0; p < pr->k; p++) acc += A[i * pr->as0 + p * pr->as1] * B[p * pr->bs0 + j * pr->bs1];
+        if (!isfinite(acc)) acc = kv_ref_dot_f64_rescued(A + i * pr->as0, pr->as1, B + j * pr->bs1, pr->bs0, pr->k);
     }
     return acc;
 }

@@ -4,7 +4,7 @@
  * of a[i][k] * b[k][j], accumulated from 0 in f64 for f16/bf16/f32/f64
  * (the products of two f32 values are exact in f64; an f64 sum that comes
  * out Inf or NaN is recomputed so that it says what the exact sum is:
- * mm_dot_f64_rescued), in a pair of doubles
+ * kv_ref_dot_f64_rescued in ref_shared.h), in a pair of doubles
  * with the schoolbook complex product for c64/c128, and in int64 wrapping
  * through uint64 for integral dtypes. The result is rounded once on store.
  *
@@ -167,39 +167,12 @@ typedef struct mm_job {
     char *c;
 } mm_job;
 
-/* Half the power of two by which mm_dot_f64_rescued scales each
- * product down: |a*b| < 2^2048, so a scaled product is below 2^928 and a
- * sum of up to 2^90 of them cannot overflow. */
-#define MM_RESCUE_HALF_SHIFT 560
-
 /* An f64 dot product whose plain sum came out Inf or NaN, recomputed so
- * that it says what the exact sum is (README "Golden semantics"). A
- * product of finite f64 values can overflow to ±Inf though the exact sum
- * is finite (DBL_MAX*2 - DBL_MAX*1.5), and two opposite overflows give
- * Inf - Inf = NaN where the exact sum is ±Inf. So: when a term has a
- * non-finite factor, the result is the IEEE sum of those terms alone
- * (finite terms cannot change an infinity; 0*Inf and Inf - Inf are NaN,
- * as in the exact arithmetic); when every factor is finite, the products
- * are summed scaled by 2^-1120 (no overflow; what underflows is far below
- * the op's error bound, which is at least DBL_MAX*2^-53 here) and scaled
- * back, which overflows to ±Inf only where the sum really is beyond the
- * format. Only f64 needs it: f16/bf16/f32 products are exact in f64 and
- * their sums cannot overflow it. k ascending, as the plain loop. */
+ * that it says what the exact sum is (kv_ref_dot_f64_rescued, shared with
+ * the CPU variants' recomputation). */
 static double mm_dot_f64_rescued(const mm_job *j, int64_t i, int64_t col) {
-    const int64_t es = (int64_t)kv_dtype_size(j->dt);
-    double special = 0.0, scaled = 0.0;
-    bool any_special = false;
-    for (int64_t p = 0; p < j->k; p++) {
-        const double x = kv_ref_load_f64(j->dt, j->a + (i * j->as0 + p * j->as1) * es);
-        const double y = kv_ref_load_f64(j->dt, j->b + (p * j->bs0 + col * j->bs1) * es);
-        if (!isfinite(x) || !isfinite(y)) {
-            special += x * y;
-            any_special = true;
-        } else {
-            scaled += ldexp(x, -MM_RESCUE_HALF_SHIFT) * ldexp(y, -MM_RESCUE_HALF_SHIFT);
-        }
-    }
-    return any_special ? special : ldexp(scaled, 2 * MM_RESCUE_HALF_SHIFT);
+    return kv_ref_dot_f64_rescued((const double *)j->a + i * j->as0, j->as1, (const double *)j->b + col * j->bs1,
+                                  j->bs0, j->k);
 }
 
 static void mm_run(const mm_job *j) {
