@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cuda/cuda_api.h"
+#include "ref/ref_dot_rescue.h"
 
 #ifdef __CUDACC__
 #define KVC_HD __host__ __device__ static inline
@@ -202,6 +203,9 @@ KVC_HD void kvc_mm_one(const kvc_mm_args *a, int64_t idx) {
     double acc = 0.0;
     for (int64_t p = 0; p < a->k; p++)
         acc += kvc_ld(a->dtype, a->a, ab + p * a->as1) * kvc_ld(a->dtype, a->b, bbase + p * a->bs0);
+    /* An f64 sum that overflowed is recomputed as the reference does. */
+    if (a->dtype == KVC_F64 && !isfinite(acc))
+        acc = kv_ref_dot_f64_rescued((const double *)a->a + ab, a->as1, (const double *)a->b + bbase, a->bs0, a->k);
     if (a->scale) acc = a->alpha * acc;
     if (a->use_self) acc = a->beta * kvc_ld(a->dtype, a->self, a->s_off + i * a->ss0 + j * a->ss1) + acc;
     kvc_st(a->dtype, a->out, idx, acc);
