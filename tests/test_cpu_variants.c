@@ -707,8 +707,9 @@ static void test_matmul(void **state) {
     (void)state;
     mm_case("mm", NULL, mk2(KV_F32, 37, 45, F_REAL), mk2(KV_F32, 45, 29, F_REAL), R_ABS, "f32 odd sizes");
     mm_case("mm", NULL, mk2(KV_F32, 130, 300, F_REAL), mk2(KV_F32, 300, 70, F_REAL), R_ABS, "f32 past MC and KC");
-    /* The AVX-512 f32 driver's own blocks: MC 240, KC 160, NC 1536, 12 x 32 tiles. */
-    mm_case("mm", NULL, mk2(KV_F32, 250, 170, F_REAL), mk2(KV_F32, 170, 45, F_REAL), R_ABS, "f32 past the AVX-512 MC/KC");
+    /* The AVX-512 f32 driver's own blocks: MC 240, k in equal blocks of at
+     * most KC 512 (600 = 2 x 300), NC 1536, 12 x 32 tiles. */
+    mm_case("mm", NULL, mk2(KV_F32, 250, 600, F_REAL), mk2(KV_F32, 600, 45, F_REAL), R_ABS, "f32 past the AVX-512 MC/KC");
     mm_case("mm", NULL, mk2(KV_F32, 13, 9, F_REAL), mk2(KV_F32, 9, 1601, F_REAL), R_ABS, "f32 past the AVX-512 NC");
     mm_case("mm", NULL, mk_t(KV_F32, 20, 33, F_REAL), mk_s(KV_F32, 33, 17, F_REAL), R_ABS, "f32 transposed x strided");
     mm_case("mm", NULL, mk2(KV_F64, 19, 23, F_REAL), mk2(KV_F64, 23, 31, F_REAL), R_ABS, "f64");
