@@ -371,9 +371,16 @@ static bool mm_avx512_f32(const mm_prob *pr, bool *finite) {
     const float *A = (const float *)pr->a, *B = (const float *)pr->b;
     float *C = (float *)pr->c;
     const int64_t n = pr->n, k = pr->k, m = pr->m;
-    const int64_t nc_max = NC512 < m ? NC512 : m;
-    const size_t bbytes = sizeof(float) * KC512 * (size_t)((nc_max + UK512_NR - 1) / UK512_NR * UK512_NR);
-    const size_t abytes = sizeof(float) * KC512 * (size_t)((MC512 + UK512_MR - 1) / UK512_MR * UK512_MR);
+    /* k in equal blocks of at most KC512 (1100 = 3 x 367, not 2 x 512 +
+     * 76): a short last block pays the C tile's loads and stores for few
+     * FMAs. */
+    const int64_t kcb = k > 0 ? (k + (k + KC512 - 1) / KC512 - 1) / ((k + KC512 - 1) / KC512) : KC512;
+    /* The packed panels as large as this problem needs, not the blocking's
+     * maxima: those are 580 KB, above glibc's initial mmap threshold, which
+     * a small product has no reason to pay for on each call. */
+    const int64_t nc_max = NC512 < m ? NC512 : m, mc_max = MC512 < n ? MC512 : n, kc_max = k > 0 ? kcb : 1;
+    const size_t bbytes = sizeof(float) * (size_t)kc_max * (size_t)((nc_max + UK512_NR - 1) / UK512_NR * UK512_NR);
+    const size_t abytes = sizeof(float) * (size_t)kc_max * (size_t)((mc_max + UK512_MR - 1) / UK512_MR * UK512_MR);
     float *bp = aligned_alloc(64, (bbytes + 63) & ~(size_t)63);
     float *ap = aligned_alloc(64, (abytes + 63) & ~(size_t)63);
     if (bp == NULL || ap == NULL) {
@@ -381,11 +388,7 @@ static bool mm_avx512_f32(const mm_prob *pr, bool *finite) {
         free(ap);
         return false;
     }
-    /* k in equal blocks of at most KC512 (1100 = 3 x 367, not 2 x 512 +
-     * 76): a short last block pays the C tile's loads and stores for few
-     * FMAs. */
     bool bad = false;
-    const int64_t kcb = k > 0 ? (k + (k + KC512 - 1) / KC512 - 1) / ((k + KC512 - 1) / KC512) : KC512;
     for (int64_t jc = 0; jc < m; jc += NC512) {
         const int64_t nc = m - jc < NC512 ? m - jc : NC512;
         for (int64_t pc = 0; pc < k; pc += kcb) {
