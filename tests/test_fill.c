@@ -367,6 +367,23 @@ static void test_special_values_present(void **state) {
 
 /* ---- layouts ---- */
 
+/* What every mutated input under grad must be: a non-leaf that needs a
+ * gradient, with the leaf's strides and offset, holding `values` bit for
+ * bit. */
+static void assert_nonleaf_like_leaf(kv_tensor *in, const kv_tensor *leaf, const kv_tensor *values) {
+    assert_non_null(in);
+    assert_non_null(leaf);
+    assert_true(in != leaf);
+    assert_false(kv_tensor_is_leaf(in));
+    assert_true(kv_tensor_requires_grad(in));
+    assert_memory_equal(in->strides, leaf->strides, 2 * sizeof(int64_t));
+    assert_int_equal(in->offset, leaf->offset);
+    const kv_cmp_rule strict = { KV_CMP_BITWISE, 0, false, true };
+    kv_cmp_report rep;
+    assert_int_equal(kv_compare(values, in, &strict, NULL, &rep), KV_OK);
+    assert_int_equal(rep.mismatched, 0);
+}
+
 /* Under grad an in-place op's self cannot be the leaf: it gets a
  * non-leaf copy, which must keep the case's layout (a clone would be
  * contiguous, and the op would never see the strides the case asks
@@ -382,18 +399,8 @@ static void test_grad_mutated_input_keeps_layout(void **state) {
         const kv_tensor *logical = gold.tensors[0];
         kv_tensor *leaf = NULL;
         kv_tensor *in = kv_lazy_input_build(logical, 0, lays[l], KV_DEVICE_CPU0, true, true, &leaf);
-        assert_non_null(in);
-        assert_non_null(leaf);
-        assert_true(in != leaf);
-        assert_false(kv_tensor_is_leaf(in));
-        assert_true(kv_tensor_requires_grad(in));
-        assert_memory_equal(in->strides, leaf->strides, 2 * sizeof(int64_t));
-        assert_int_equal(in->offset, leaf->offset);
+        assert_nonleaf_like_leaf(in, leaf, logical);
         assert_false(kv_tensor_is_contiguous(in) && in->offset == 0);
-        const kv_cmp_rule strict = { KV_CMP_BITWISE, 0, false, true };
-        kv_cmp_report rep;
-        assert_int_equal(kv_compare(logical, in, &strict, NULL, &rep), KV_OK);
-        assert_int_equal(rep.mismatched, 0);
         kv_tensor_release(in);
         kv_tensor_release(leaf);
         kv_case_inputs_free(&gold);
@@ -416,18 +423,8 @@ static void test_grad_mutated_input_keeps_overlap(void **state) {
         const kv_tensor *placed = lay.tensors[0];
         kv_tensor *leaf = NULL;
         kv_tensor *in = kv_lazy_input_build(placed, 0, lays[l], KV_DEVICE_CPU0, true, true, &leaf);
-        assert_non_null(in);
-        assert_non_null(leaf);
-        assert_true(in != leaf);
-        assert_false(kv_tensor_is_leaf(in));
-        assert_true(kv_tensor_requires_grad(in));
-        assert_memory_equal(in->strides, leaf->strides, 2 * sizeof(int64_t));
-        assert_int_equal(in->offset, leaf->offset);
+        assert_nonleaf_like_leaf(in, leaf, placed);
         assert_int_equal(kv_tensor_internal_overlap(in, NULL), KV_OVERLAP_YES);
-        const kv_cmp_rule strict = { KV_CMP_BITWISE, 0, false, true };
-        kv_cmp_report rep;
-        assert_int_equal(kv_compare(placed, in, &strict, NULL, &rep), KV_OK);
-        assert_int_equal(rep.mismatched, 0);
         /* add_ refused as without grad; fill_ writes one value. */
         kv_tensor *one = kv_ones((kv_int_list){ sh[0].sizes, 2 }, NULL, NULL, NULL, NULL);
         assert_int_not_equal(kv_add_(in, one, kv_scalar_int(1)), KV_OK);

@@ -189,6 +189,15 @@ static kv_status scan_tensor(const kv_op *op, const kv_arg *a, const kv_tensor *
                     op->schema.full_name, d0, d1, a->name);
 }
 
+/* The key set of a call whose tensor arguments' keys OR to tensor_keys,
+ * with the thread's TLS keys and the op's fallthrough: the one formula of
+ * compute_keyset, scan_common, kv_call_typed and the exact gate's
+ * kv_dispatch_selected_kernel, so they cannot drift apart. */
+__attribute__((always_inline)) static inline kv_keyset keyset_with_tls(const kv_op *op, kv_keyset tensor_keys) {
+    const kv_tls_keys tls = kv_tls_now();
+    return ((tensor_keys | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL;
+}
+
 static kv_status compute_keyset(const kv_op *op, const kv_stack *stack, kv_keyset *out) {
     keyset_scan sc = { KV_KEYSET_EMPTY, false, false, KV_DEVICE_CPU0 };
     for (int j = 0; j < op->ntensor_args; j++) {
@@ -215,8 +224,7 @@ static kv_status compute_keyset(const kv_op *op, const kv_stack *stack, kv_keyse
          * the layers below it run once, on the target (src/boxing). */
         if (backend == KV_KEY_ACCEL) sc.ks |= kv_keyset_of(KV_KEY_ACCEL_BOXING);
     }
-    kv_tls_keys tls = kv_tls_now();
-    *out = ((sc.ks | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL;
+    *out = keyset_with_tls(op, sc.ks);
     return KV_OK;
 }
 
@@ -318,6 +326,13 @@ kv_status kv_call_keyset(const kv_op *op, const kv_stack *stack, kv_keyset *out)
     return compute_keyset(op, stack, out);
 }
 
+/* dispatch_on with its layer case inline: a tail call into the kernel. */
+__attribute__((always_inline)) static inline kv_status call_with(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_key k = kv_keyset_highest(ks);
+    if (ks != KV_KEYSET_EMPTY && !kv_key_is_backend(k) && op->table[k].fn != NULL) return op->table[k].fn(op, ks, stack);
+    return dispatch_on(op, ks, stack);
+}
+
 /* check_stack and compute_keyset in one pass, for the stacks nearly every
  * call has: each value carries its registered tag, tensors are non-NULL
  * and share one device (0-dim CPU tensors aside), Scalars have a known
@@ -369,8 +384,7 @@ static bool scan_common(const kv_op *op, const kv_stack *stack, kv_keyset *out) 
     /* Every tensor argument matched its tag, so none was absent: with no
      * tensor argument at all (a factory) the Device argument decides. */
     if (op->ntensor_args == 0) return false;
-    const kv_tls_keys tls = kv_tls_now();
-    *out = ((ks | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL;
+    *out = keyset_with_tls(op, ks);
     return true;
 }
 
@@ -378,13 +392,7 @@ kv_status kv_call(const kv_op *op, kv_stack *stack) {
     if (op == NULL) return kv_error(KV_ERR_INVALID_ARG, "kv_call: argument 'op': is NULL");
     if (stack == NULL) return kv_error(KV_ERR_INVALID_ARG, "%s: the stack is NULL", op->schema.full_name);
     kv_keyset fast;
-    if (scan_common(op, stack, &fast)) {
-        /* dispatch_on's layer case, inline: a tail call into the kernel. */
-        const kv_key k = kv_keyset_highest(fast);
-        if (fast != KV_KEYSET_EMPTY && !kv_key_is_backend(k) && op->table[k].fn != NULL)
-            return op->table[k].fn(op, fast, stack);
-        return dispatch_on(op, fast, stack);
-    }
+    if (scan_common(op, stack, &fast)) return call_with(op, fast, stack);
     kv_status st = check_stack(op, stack);
     if (st != KV_OK) return st;
     kv_keyset ks;
@@ -394,13 +402,9 @@ kv_status kv_call(const kv_op *op, kv_stack *stack) {
 }
 
 kv_status kv_call_typed(const kv_op *op, kv_keyset tensor_keys, kv_stack *stack) {
-    /* scan_common's formula and kv_call's tail call, without the pass
-     * over the arguments that the typed wrapper has made by construction. */
-    const kv_tls_keys tls = kv_tls_now();
-    const kv_keyset ks = ((tensor_keys | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL;
-    const kv_key k = kv_keyset_highest(ks);
-    if (ks != KV_KEYSET_EMPTY && !kv_key_is_backend(k) && op->table[k].fn != NULL) return op->table[k].fn(op, ks, stack);
-    return dispatch_on(op, ks, stack);
+    /* kv_call's fast case without the pass over the arguments, which the
+     * typed wrapper has made by construction. */
+    return call_with(op, keyset_with_tls(op, tensor_keys), stack);
 }
 
 kv_status kv_call_by_name(const char *full_name, kv_stack *stack) {
@@ -428,8 +432,6 @@ kv_kernel_fn kv_dispatch_selected_kernel(const kv_op *op, kv_keyset tensor_keys,
     *observed = atomic_load_explicit(&kv_observer, memory_order_relaxed) != NULL;
     if (!kv_key_is_backend(backend) || op->table[backend].kind != KV_ENTRY_KERNEL) return NULL;
     if (tensor_keys & KV_KEYSET_LAZY & ~op->fallthrough) return NULL;
-    const kv_tls_keys tls = kv_tls_now();
-    if (kv_keyset_highest(((tensor_keys | tls.included) & ~tls.excluded & ~op->fallthrough) & KV_KEYSET_ALL) != backend)
-        return NULL;
+    if (kv_keyset_highest(keyset_with_tls(op, tensor_keys)) != backend) return NULL;
     return op->table[backend].fn;
 }

@@ -62,6 +62,12 @@ void kv_meta_expect_run(const kv_check_ctx *ctx, kv_meta_expect *m) {
 
 static void meta_dims(const int64_t *d, int n, char *buf, int cap) { kv_shape_format(d, n, buf, cap); }
 
+/* Whether t's strides or storage offset differ from the reference's
+ * (sizes are compared before any caller asks). */
+static bool layout_differs(const kv_tensor *t, const kv_meta_output *o) {
+    return memcmp(t->strides, o->strides, sizeof(int64_t) * (size_t)t->ndim) != 0 || t->offset != o->offset;
+}
+
 bool kv_meta_check(const kv_meta_expect *m, const kv_case_inputs *in, const kv_case_outputs *out, kv_device dev,
                    char *msg, int cap) {
     if (!m->valid || out->n != m->n) return true; /* counts are the caller's check */
@@ -104,8 +110,7 @@ bool kv_meta_check(const kv_meta_expect *m, const kv_case_inputs *in, const kv_c
                      i, alias);
             return false;
         }
-        if (o->alias >= 0 && (memcmp(t->strides, o->strides, sizeof(int64_t) * (size_t)t->ndim) != 0 ||
-                              t->offset != o->offset)) {
+        if (o->alias >= 0 && layout_differs(t, o)) {
             meta_dims(t->strides, t->ndim, a, (int)sizeof a);
             meta_dims(o->strides, o->ndim, b, (int)sizeof b);
             snprintf(msg, (size_t)cap,
@@ -114,8 +119,7 @@ bool kv_meta_check(const kv_meta_expect *m, const kv_case_inputs *in, const kv_c
                      i, a, (long long)t->offset, b, (long long)o->offset);
             return false;
         }
-        if (o->alias < 0 && m->strides_exact &&
-            (memcmp(t->strides, o->strides, sizeof(int64_t) * (size_t)t->ndim) != 0 || t->offset != o->offset)) {
+        if (o->alias < 0 && m->strides_exact && layout_differs(t, o)) {
             meta_dims(t->strides, t->ndim, a, (int)sizeof a);
             meta_dims(o->strides, o->ndim, b, (int)sizeof b);
             snprintf(msg, (size_t)cap,
