@@ -14,6 +14,9 @@
 #   libdnnl-dev              the oneDNN backend plugin (kernels/onednn)
 #   libmpfr-dev              correctly rounded goldens
 #   pkg-config               build/kvsuite.pc, the out-of-tree plugin recipe
+#   python3                  the docs' generated sections (ninja docs, the
+#                            check in ninja test) and a few CI scripts
+#   man-db                   the kvrun(1) page, rendered by tests/ci/install.sh
 #   gnuplot-nox              the plots of report.html and perf.html (SVG,
 #                            inline); without it the reports say so in
 #                            place of each plot
@@ -24,7 +27,7 @@
 #                            run under qemu; needs the arm64 architecture
 #                            (dpkg --add-architecture arm64, done below)
 set -eu
-pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config gnuplot-nox"
+pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config gnuplot-nox python3 man-db"
 pkgs="$pkgs gcc-aarch64-linux-gnu qemu-user libmpfr-dev:arm64 libgmp-dev:arm64 libxxhash-dev:arm64 libjansson-dev:arm64"
 
 missing=""

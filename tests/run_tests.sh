@@ -97,6 +97,15 @@ if ! build/kvrun cases/ --require-backend=onednn --accel-target=onednn --report-
     failed="$failed kvrun-onednn-accel"
 fi
 
+# The docs' generated sections (README's figures, the kvrun option list,
+# the failing-run example) against what the two suite runs above printed,
+# and every link in README.md and docs/ (src/tools/docs_sections.py).
+count=$((count + 1))
+echo "=== docs: generated sections and links"
+if ! python3 src/tools/docs_sections.py check --suite="$dir/../suite-report" --accel="$dir/../suite-report-onednn"; then
+    failed="$failed docs"
+fi
+
 # The accel twins (cases/accel.case) again with the other checks under the
 # seed gate and with the kill switch set; the fastpath check runs both
 # gates every time (README "The accel device in the runner").

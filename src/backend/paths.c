@@ -113,7 +113,12 @@ const char *kv_backend_default_dir(void) {
         char *slash = strrchr(exe, '/');
         if (slash != NULL) {
             *slash = '\0';
-            const int m = snprintf(dir, sizeof dir, "%s/backends", exe);
+            /* A build tree (build/kvrun beside build/backends), then an
+             * installed one (PREFIX/bin/kvrun, PREFIX/lib/kvsuite/backends:
+             * `ninja install`). */
+            int m = snprintf(dir, sizeof dir, "%s/backends", exe);
+            if (m > 0 && m < (int)sizeof dir && is_dir(dir)) return dir;
+            m = snprintf(dir, sizeof dir, "%s/../lib/kvsuite/backends", exe);
             if (m > 0 && m < (int)sizeof dir && is_dir(dir)) return dir;
         }
     }

@@ -14,133 +14,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kv/op_ids.h"
 #include "runner/runner.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: kvrun [FLAGS] [CASE OPTIONS] [FILE|DIR...]\n"
-            "       kvrun --op=OP [CASE OPTIONS] [FLAGS]     run one line of cases\n"
-            "       kvrun --merge DIR... [--report-dir=DIR]  merge shard report folders\n"
-            "       kvrun --version | --help | --list-ops\n"
-            "\n"
-            "Case files and directories (a directory means every *.case file under it,\n"
-            "recursively, sorted by path) run in the order given. Every --key=value the\n"
-            "case grammar knows (--op, --dtype, --shape, --layout, --args, --fill, --seed,\n"
-            "--device, --check, --tol, --expect, --batch, --reset) is a case option; with\n"
-            "files, case options are defaults over every file, as with --batch=FILE.\n"
-            "\n"
-            "  --list              print the selected case IDs and exit\n"
-            "  --filter=PAT        select cases whose ID matches PAT: a glob over the\n"
-            "                      whole ID, or re:REGEX (POSIX ERE, searched); repeatable,\n"
-            "                      a case is selected when any pattern matches\n"
-            "  --jobs=N            worker processes (default: the number of online CPUs)\n"
-            "  --shard=K/N         run shard K of N (1 <= K <= N): the j-th selected case\n"
-            "                      (in file order, after --filter) when j %% N == K-1\n"
-            "  --shard=auto[/N]    K/N from the CI engine: GitLab CI_NODE_INDEX/CI_NODE_TOTAL,\n"
-            "                      Buildkite BUILDKITE_PARALLEL_JOB/_COUNT, a Kubernetes\n"
-            "                      Indexed Job's JOB_COMPLETION_INDEX, or KV_SHARD_INDEX\n"
-            "                      (1-based); the last two with N or KV_SHARD_TOTAL\n"
-            "  --timeout=SEC       per-case timeout in seconds (default %g); a case past\n"
-            "                      it is killed and reported TIMEOUT\n"
-            "  --isolate=MODE      fork (default): each case in a forked worker, so a\n"
-            "                      crash or hang marks that case and the run goes on;\n"
-            "                      none: in this process, no timeout (for gdb)\n"
-            "  --report-dir=DIR    where reports go (default %s/)\n"
-            "  --golden-dir=DIR    the golden store (default %s/)\n"
-            "  --regen-golden      rewrite the golden store from the reference kernels and\n"
-            "                      print what changed; runs in this process (--isolate=none,\n"
-            "                      no timeout) because only the parent writes the store.\n"
-            "                      Entries no case produced are removed only when the run\n"
-            "                      is the whole suite: directories only, no case options,\n"
-            "                      no --filter, no --shard\n"
-            "  --golden=MODE       a case whose golden key is not in the store: store: ERROR;\n"
-            "                      live: compared against the reference kernel run live\n"
-            "                      (its golden row is SKIP, saying so); auto (default):\n"
-            "                      live for a case line on the command line, store for\n"
-            "                      every case read from a file (the suite stays strict)\n"
-            "  --dump=DIR          write each selected case's inputs and outputs to DIR\n"
-            "  --gate=GATE         seed, exact or both (default): the redispatch gates the\n"
-            "                      fastpath check (device=accel cases) runs under; the\n"
-            "                      other checks use KV_REDISPATCH_GATE (default exact)\n"
-            "  --baseline=FILE     known failures, lines of CASE_GLOB [CHECK_GLOB [BACKEND_GLOB]]:\n"
-            "                      matching failures become XFAIL; the passes of an entry\n"
-            "                      whose rows all pass become XPASS (a stale entry fails\n"
-            "                      the run); entries matching nothing are named; an unknown\n"
-            "                      check or backend exits 2. Every run writes\n"
-            "                      REPORT_DIR/failures.txt in this format\n"
-            "  --retry=N           run each case with a FAIL, ERROR, CRASH or TIMEOUT row\n"
-            "                      again, up to N times (default 0, at most %d); one that\n"
-            "                      passes on a retry is FLAKY: its failing rows are kept\n"
-            "                      with status FLAKY and how they failed first\n"
-            "  --flaky=pass|fail   whether FLAKY rows fail the run (exit 1); default pass:\n"
-            "                      they are counted and shown, the run passes\n"
-            "  -v, --verbose       print each case as it finishes (with its worst status)\n"
-            "  -q, --quiet         print nothing while cases run: only the summary\n"
-            "                      (by default: at a terminal one live status line on\n"
-            "                      stderr, elsewhere a progress line every\n"
-            "                      KV_PROGRESS_SECONDS (default 30) and every 10%%;\n"
-            "                      failing rows as they happen, one line each)\n"
-            "  --resume            continue the incomplete run in --report-dir (interrupted\n"
-            "                      by SIGINT/SIGTERM, exit 130/143, or killed): the cases\n"
-            "                      in its results.jsonl are taken from there, the rest run;\n"
-            "                      the same arguments are needed (its fingerprint must match)\n"
-            "  --deadline=SEC      end the whole run after SEC seconds: running cases are\n"
-            "                      killed, every case not finished is an ERROR row\n"
-            "                      'not run' (a partial run is not a green run)\n"
-            "  --max-failures=N    stop once N rows FAILed, ERRORed, CRASHed or TIMEd OUT;\n"
-            "                      the cases not run are SKIP rows 'not run'\n"
-            "  --mode=perf         time every kernel variant of each selected cpu case\n"
-            "                      instead of checking it (in this process, one case at a\n"
-            "                      time): median and min, GB/s or GFLOP/s, speedup over\n"
-            "                      ref, the tuner's choice; %s/perf.jsonl and perf.html.\n"
-            "                      Only exactly --mode=perf is this flag: any other --mode=\n"
-            "                      is the case option. e.g. kvrun --mode=perf cases/perf/large.perf\n"
-            "  --perf-reps=N       timed calls per variant in perf mode (default %d, after\n"
-            "                      %d untimed ones)\n"
-            "  --perf-interleave   perf mode times the variants of a case in rounds (each\n"
-            "                      round: every variant's untimed call, then its timed one)\n"
-            "                      instead of each variant's calls in a row\n"
-            "  --merge DIR...      combine the report folders of the shards of one run into\n"
-            "                      one report (written to --report-dir)\n"
-            "  --version           print the version and the number of ops\n"
-            "  --help              print this help\n"
-            "  --list-ops          print every op and the keys that have kernels for it\n"
-            "  --backend=PATH      load this backend plugin (a .so, a folder of them, or a\n"
-            "                      colon-separated list); repeatable. Without it:\n"
-            "                      KV_BACKEND_PATH (same syntax; empty loads none), else\n"
-            "                      every build/backends/*.so. A plugin that cannot load\n"
-            "                      is an ERROR row in every report (exit 1); one that is\n"
-            "                      unavailable here (CUDA without a GPU) gives UNSUPPORTED\n"
-            "                      rows. Each plugin is first loaded in a forked child:\n"
-            "                      a crash, exit or hang while loading is reported, not\n"
-            "                      fatal (KV_BACKEND_PROBE_TIMEOUT, default 30 s)\n"
-            "  --require-backend=NAME[,NAME]  fail the run (ERROR rows) unless these\n"
-            "                      backends are available; repeatable\n"
-            "  --accel-target=NAME the accel device's target: any loaded backend by its\n"
-            "                      name (cpu, sim, cuda, a plugin's own name) or auto;\n"
-            "                      the same as KV_ACCEL_TARGET\n"
-            "\n"
-            "Environment (perf_dispatch, kv/tune.h): KV_PERFDISPATCH_FORCE=op:variant,...\n"
-            "pins kernel variants ('?' lists every op's variants and exits 0; a bad entry\n"
-            "exits 2), KV_PERFDISPATCH_LOG=1 logs each choice, KV_PERFDISPATCH_RETUNE=N\n"
-            "re-tunes a geometry after N calls. --check=tune checks the choices.\n"
-            "\n"
-            "--check=accuracy measures every backend and variant in ulps against the\n"
-            "correctly rounded truth (max and 99.9%%: %s/accuracy.md, accuracy.jsonl);\n"
-            "--fill=sweep walks a dtype's bit patterns. The full sweep:\n"
-            "  kvrun cases/accuracy/sweep.sweep --timeout=900\n"
-            "\n"
-            "A case line pastes after kvrun unchanged; every failure prints a repro line.\n"
-            "Cases with the same ID run once. A run that selects no case is an error.\n"
-            "Exit status: 0 nothing failed, errored, crashed or timed out; 1 otherwise;\n"
-            "2 usage or configuration errors (unknown flags, bad values, malformed case lines,\n"
-            "nothing selected, and any empty or unknown KV_* value, named in the message);\n"
-            "130/143 interrupted by SIGINT/SIGTERM (the reports are marked incomplete).\n",
-            KV_DRIVER_DEFAULT_TIMEOUT, KV_DRIVER_DEFAULT_REPORT_DIR, KV_DRIVER_DEFAULT_GOLDEN_DIR, KV_RETRY_MAX,
-            KV_DRIVER_DEFAULT_REPORT_DIR, KV_PERF_DEFAULT_REPS, KV_PERF_DEFAULT_WARMUP, KV_DRIVER_DEFAULT_REPORT_DIR);
-}
+/* The --help text: src/tools/kvrun_help.txt, made a C string by
+ * src/tools/help_to_c.sh (build/gen/kvrun_help.c). The same file makes the
+ * kvrun(1) man page and docs/kvrun.md's option list, so the three agree;
+ * a default quoted there (timeout, report and golden folders, perf
+ * repetitions) is restated from driver.h and perf.h: change both. */
+extern const char kv_kvrun_help[];
+
+static void usage(FILE *f) { fputs(kv_kvrun_help, f); }
 
 /* Loads the backend plugins (kv_init never does): one stderr line per
  * plugin skipped, and the run goes on. */
@@ -708,6 +594,27 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
     return rc;
 }
 
+/* The golden store of an installed kvsuite (PREFIX/bin/kvrun beside
+ * PREFIX/share/kvsuite/golden, as `ninja install` lays it out), used when
+ * no --golden-dir is given and the working directory has no golden/: an
+ * installed kvrun then runs `kvrun PREFIX/share/kvsuite/cases` without
+ * flags. NULL when this kvrun is not an installed one. */
+static const char *installed_golden_dir(void) {
+    static char dir[4096];
+    char exe[4096];
+    struct stat st;
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash == NULL) return NULL;
+    *slash = '\0';
+    const int m = snprintf(dir, sizeof dir, "%s/../share/kvsuite/golden", exe);
+    if (m <= 0 || m >= (int)sizeof dir || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return NULL;
+    if (stat(KV_DRIVER_DEFAULT_GOLDEN_DIR, &st) == 0 && S_ISDIR(st.st_mode)) return NULL;
+    return dir;
+}
+
 int main(int argc, char **argv) {
     kv_cli c;
     memset(&c, 0, sizeof c);
@@ -721,6 +628,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int rc = kv_cli_parse(&c, argc, argv);
+    if (rc == 0 && c.o.golden_dir == NULL) c.o.golden_dir = installed_golden_dir();
     if (rc == 0) {
         if (c.help) {
             usage(stdout);

@@ -228,8 +228,9 @@ kv_status kv_backend_paths_add(kv_backend_paths *p, const char *spec);
 kv_status kv_backend_paths_resolve(const char *const *cli, int ncli, const char *env, const char *default_dir,
                                    kv_backend_paths *out);
 /* build/backends next to the running program (the folder of
- * /proc/self/exe, then backends/, when it exists), else "build/backends"
- * (relative: tests run from the repository root). */
+ * /proc/self/exe, then backends/, when it exists), else an installed
+ * kvsuite's (that folder, then ../lib/kvsuite/backends), else
+ * "build/backends" (relative: tests run from the repository root). */
 const char *kv_backend_default_dir(void);
 /* Loads every path in order; writes one line per skipped plugin to `log`
  * (when not NULL), re-selects the accel target (KV_ACCEL_TARGET or the
