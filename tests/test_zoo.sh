@@ -53,6 +53,14 @@ one() {
             "$dir/results.jsonl" 2>/dev/null | head -5 >>"$T/$p.verdict"
         return
     fi
+    # The same words in the run's other reports (failures.txt and the
+    # console list only the first failures, the error check's first).
+    for f in junit.xml report.html; do
+        if ! grep -qF -- "$want" "$dir/$f" 2>/dev/null; then
+            echo "FAIL $p: $f does not say '$want'" >"$T/$p.verdict"
+            return
+        fi
+    done
     n=$(printf '%s\n' "$rows" | wc -l)
     msg=$(jq -r --arg b "zoo_$p" --arg w "$want" \
         'select(.status == "FAIL" and .backend == $b and (.message | contains($w))) | .message' "$dir/results.jsonl" |

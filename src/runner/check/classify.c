@@ -59,7 +59,7 @@ static bool cls_subnormal(cls_fmt f, uint64_t b) {
 
 typedef bool (*cls_pred)(const kv_classify_in *in, cls_fmt f, int64_t k, void *user);
 
-/* How many elements mismatched; whether every one satisfies p. */
+/* Whether every mismatched element satisfies p. */
 static bool cls_all(const kv_classify_in *in, cls_fmt f, cls_pred p, void *user) {
     for (int64_t k = 0; k < in->numel; k++)
         if (in->mismatched[k] && !p(in, f, k, user)) return false;
