@@ -27,6 +27,7 @@
 #include "kv/tune.h"
 #include "runner/check/check_meta.h"
 #include "runner/check/check_util.h"
+#include "runner/check/classify.h"
 #include "runner/check/compare.h"
 #include "runner/check/tolerance.h"
 #include "runner/exec/inflight.h"
@@ -97,7 +98,15 @@ static bool backend_same(const kv_check_ctx *ctx, const kv_case_outputs *a, cons
         if (rep.mismatched > 0) {
             char what[32];
             snprintf(what, sizeof what, "output %d", i);
-            kv_cmp_report_format(&rep, what, msg, cap);
+            /* A kernel that ignores strides reads past a stride-0 input's
+             * storage, so its calls differ: name that cause first, before
+             * the symptom's listing, when the differences show it
+             * (docs/diagnosis.md). */
+            char diag[KV_RESULT_MESSAGE_MAX / 2];
+            int n = 0;
+            if (kv_classify_compare(ctx->c, NULL, a->t[i], b->t[i], NULL, NULL, &exact, NULL, diag, (int)sizeof diag) > 0)
+                n = snprintf(msg, (size_t)cap, "likely cause: %s; ", diag);
+            if (n < cap) kv_cmp_report_format(&rep, what, msg + n, cap - n);
             return false;
         }
     }

@@ -207,8 +207,8 @@ static const char *cmp_elem_ptr(const kv_tensor *t, const char *base, const int6
     return base + off * (int64_t)kv_dtype_size(t->dtype);
 }
 
-kv_status kv_compare(const kv_tensor *expected, const kv_tensor *got, const kv_cmp_rule *rule,
-                     const double *bound, kv_cmp_report *rep) {
+static kv_status cmp_run(const kv_tensor *expected, const kv_tensor *got, const kv_cmp_rule *rule,
+                         const double *bound, kv_cmp_report *rep, uint8_t *mask) {
     if (rep == NULL || rule == NULL || expected == NULL || got == NULL)
         return kv_error(KV_ERR_INVALID_ARG, "compare: NULL argument");
     memset(rep, 0, sizeof *rep);
@@ -265,6 +265,7 @@ kv_status kv_compare(const kv_tensor *expected, const kv_tensor *got, const kv_c
             }
         }
         rep->compared++;
+        if (mask != NULL) mask[k] = !match;
         if (isfinite(abs_err) && abs_err > rep->max_abs_err) rep->max_abs_err = abs_err;
         if (!is_int && ulps > rep->max_ulps) rep->max_ulps = ulps;
         if (!match) {
@@ -290,6 +291,16 @@ kv_status kv_compare(const kv_tensor *expected, const kv_tensor *got, const kv_c
         k++;
     } while (cmp_next(idx, expected->sizes, nd));
     return KV_OK;
+}
+
+kv_status kv_compare(const kv_tensor *expected, const kv_tensor *got, const kv_cmp_rule *rule,
+                     const double *bound, kv_cmp_report *rep) {
+    return cmp_run(expected, got, rule, bound, rep, NULL);
+}
+
+kv_status kv_compare_mask(const kv_tensor *expected, const kv_tensor *got, const kv_cmp_rule *rule,
+                          const double *bound, kv_cmp_report *rep, uint8_t *mask) {
+    return cmp_run(expected, got, rule, bound, rep, mask);
 }
 
 /* ---- reporting ---- */

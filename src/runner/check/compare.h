@@ -68,6 +68,12 @@ typedef struct kv_cmp_report {
 kv_status kv_compare(const kv_tensor *expected, const kv_tensor *got, const kv_cmp_rule *rule,
                      const double *bound, kv_cmp_report *rep);
 
+/* kv_compare, also writing mask[k] = 1 for each mismatched element
+ * (numel entries, row-major) when the comparison runs, for the failure
+ * classifier (runner/check/classify.h). */
+kv_status kv_compare_mask(const kv_tensor *expected, const kv_tensor *got, const kv_cmp_rule *rule,
+                          const double *bound, kv_cmp_report *rep, uint8_t *mask);
+
 /* ULP distance of two values of real floating dtype dt given as raw bit
  * patterns (f16/bf16 in the low 16 bits, f32 in the low 32). -1 when
  * either is NaN. */
