@@ -17,6 +17,8 @@
 #   python3                  the docs' generated sections (ninja docs, the
 #                            check in ninja test) and a few CI scripts
 #   man-db                   the kvrun(1) page, rendered by tests/ci/install.sh
+#   jq                       reading results.jsonl in the plugin tests
+#                            (tests/test_zoo.sh)
 #   gnuplot-nox              the plots of report.html and perf.html (SVG,
 #                            inline); without it the reports say so in
 #                            place of each plot
@@ -27,7 +29,7 @@
 #                            run under qemu; needs the arm64 architecture
 #                            (dpkg --add-architecture arm64, done below)
 set -eu
-pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config gnuplot-nox python3 man-db"
+pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config gnuplot-nox python3 man-db jq"
 pkgs="$pkgs gcc-aarch64-linux-gnu qemu-user libmpfr-dev:arm64 libgmp-dev:arm64 libxxhash-dev:arm64 libjansson-dev:arm64"
 
 missing=""
