@@ -699,6 +699,12 @@ static int kv_perf_selected(void *ctx, const kv_case *const *cases, int n, FILE 
 static int kv_run_main(kv_cli *c, int argc, char **argv) {
     const int perf_rc = kv_perf_flags_check(c);
     if (perf_rc != 0) return perf_rc;
+    for (int f = 0; f < KV_NFLAGS && c->compare_old == NULL; f++) {
+        const char *n = kv_flags[f].name;
+        if (c->seen[f] && (strcmp(n, "require-identical") == 0 || strcmp(n, "perf-threshold") == 0))
+            return kv_usage_error("--%s needs --compare=OLD (or kvrun --compare OLD NEW)", n);
+    }
+    if (c->compare_old != NULL && c->o.list_only) return kv_usage_error("--compare=OLD needs a run, not --list");
     if (c->perf) {
         c->perf_o.report_dir = c->o.report_dir;
         c->o.run_selected = kv_perf_selected;

@@ -47,6 +47,8 @@ expect 0 '"kind":"identity-regression"' "compare.jsonl names it" -- cat "$T/c1/c
 expect 2 "'|' at byte 3 is not allowed" "a bad --require-identical list" -- \
     $KVRUN --compare "$T/r0" "$T/r3" --require-identical='cpu|sim'
 expect 2 "needs two report folders" "--compare with one folder" -- $KVRUN --compare "$T/r0"
+expect 2 "--require-identical needs --compare=OLD" "a policy without --compare" -- $KVRUN $CASES --require-identical=cpu
+expect 2 "--compare=OLD needs a run, not --list" "--compare=OLD with --list" -- $KVRUN $CASES --list --compare="$T/r0"
 
 # Not comparable: exit 2, the reason named; a differing version is named only.
 cp -r "$T/r2" "$T/r4"

@@ -47,6 +47,7 @@ typedef struct kv_runcmp_result {
     int64_t perf_regressions, perf_improvements;
     double noise_median, noise_p90;   /* repetition spread, both runs, over rows */
     double drift_median, drift_p90;   /* |change| of the rows with no significant change */
+    int drift_pairs;                  /* how many such rows */
 } kv_runcmp_result;
 
 kv_status kv_runcmp_item_push(kv_runcmp_result *res, const kv_runcmp_item *it);

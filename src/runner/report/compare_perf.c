@@ -249,6 +249,7 @@ kv_status kv_runcmp_perf_dirs(const char *old_dir, const char *new_dir, kv_runcm
     if (st == KV_OK) {
         runcmp_summary(spread, ns, &res->noise_median, &res->noise_p90);
         runcmp_summary(calm, nc, &res->drift_median, &res->drift_p90);
+        res->drift_pairs = nc;
     }
     free(spread);
     free(calm);
