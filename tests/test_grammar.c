@@ -150,7 +150,7 @@ static void test_args_alternatives(void **state) {
         "sum.dim_IntList(dtype=f32,shape=[4,5],args=dim=-1)",
         "sum.dim_IntList(dtype=f32,shape=[4,5],args=dim=-1;keepdim=1)",
     };
-    expect_ids("--op=sum.dim_IntList --shape=4x5 --args=dim=0|1|-1,keepdim=0|1\n", ids, 6);
+    expect_ids("--op=sum.dim_IntList --shape=4x5 --args=dim=0,1,-1,keepdim=0,1\n", ids, 6);
 
     /* int lists, brackets keep their commas, `;` also separates arguments */
     static const char *const ids2[] = {
@@ -158,7 +158,14 @@ static void test_args_alternatives(void **state) {
         "sum.dim_IntList(dtype=f32,shape=[2,3,4],args=dim=1)",
         "sum.dim_IntList(dtype=f32,shape=[2,3,4],args=dim=none)",
     };
-    expect_ids("--op=sum.dim_IntList --shape=2x3x4 --args=dim=[0,2]|[1]|none;keepdim=false\n", ids2, 3);
+    expect_ids("--op=sum.dim_IntList --shape=2x3x4 --args=dim=[0,2],[1],none;keepdim=false\n", ids2, 3);
+
+    /* a bare value after an argument is one more alternative of it */
+    static const char *const ids3[] = {
+        "add.Tensor(dtype=f32,shape=[4],args=alpha=2)",
+        "add.Tensor(dtype=f32,shape=[4],args=alpha=-3)",
+    };
+    expect_ids("--op=add.Tensor --shape=4 --args=alpha=2,-3\n", ids3, 2);
 
     /* values equal to the schema default leave the ID */
     expect_one_id("--op=add.Tensor --shape=4 --args=alpha=1\n", "add.Tensor(dtype=f32,shape=[4])");
@@ -521,6 +528,11 @@ static void test_errors_options(void **state) {
                  "t.case:1:42: argument 'alpha' given twice in --args (first at column 34)");
     expect_error("--op=add.Tensor --shape=4 --args=alpha\n",
                  "t.case:1:34: expected name=value in --args, got 'alpha'");
+    /* One separator rule: ',' between alternatives, the old '|' named. */
+    expect_error("--op=add.Tensor --shape=4 --args=alpha=2|-3\n",
+                 "t.case:1:41: '|' between alternatives is no longer accepted in --args: write them with ',' as in "
+                 "every option (--args=dim=0,1,keepdim=0,1), got 'alpha=2|-3'");
+    expect_error("--op=add.Tensor --shape=4 --args=alpha=\n", "t.case:1:34: empty value of 'alpha' in --args");
     expect_error("--reset=1\n", "t.case:1:1: --reset takes no value");
 }
 
@@ -575,7 +587,7 @@ static void test_errors_args(void **state) {
     expect_error("--args=dim=1\n--op=neg --shape=4\n",
                  "t.case:1:8: neg: argument 'dim': not in the schema (the op has no non-tensor arguments)");
     /* the second alternative is validated too */
-    expect_error("--op=sum.dim_IntList --shape=4x5 --args=dim=0|y\n",
+    expect_error("--op=sum.dim_IntList --shape=4x5 --args=dim=0,y\n",
                  "t.case:1:47: sum.dim_IntList: argument 'dim': expected an int or a list like [0,1], got 'y'");
 }
 
@@ -772,10 +784,10 @@ static void test_repro_round_trip(void **state) {
                                         "--op=where.self --dtype=bool:f32:f32,bool:i64:f64 --shape=4x5,[]:3:1 "
                                         "--layout=c,s:c:b\n"
                                         "--op=clamp_.Tensor --shape=4x5:5:none,4x5:none:5,4x5 --layout=c,t\n"
-                                        "--op=cat,stack --shape=2x3:2x3,[1]:[2]:[3] --args=dim=0|-1\n"
-                                        "--op=sum.dim_IntList,mean.dim --shape=2x3x4 --args=dim=0|[0,1]|none,keepdim=0|1\n"
+                                        "--op=cat,stack --shape=2x3:2x3,[1]:[2]:[3] --args=dim=0,-1\n"
+                                        "--op=sum.dim_IntList,mean.dim --shape=2x3x4 --args=dim=0,[0,1],none,keepdim=0,1\n"
                                         "--op=native_group_norm --shape=2x4x3:4:4 --args=N=2,C=4,HxW=3,group=2,eps=1e-05\n"
-                                        "--op=full --args=size=[2,3],fill_value=-0.5|nan|true,dtype=f64 --device=accel\n",
+                                        "--op=full --args=size=[2,3],fill_value=-0.5,nan,true,dtype=f64 --device=accel\n",
                                         &all),
                      KV_OK);
     assert_int_equal(all.n, 13 + 48 + 8 + 6 + 8 + 12 + 1 + 3);

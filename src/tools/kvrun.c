@@ -18,6 +18,7 @@
 
 #include "kv/op_ids.h"
 #include "runner/runner.h"
+#include "runner/report/compare_runs.h"
 
 /* The --help text: src/tools/kvrun_help.txt, made a C string by
  * src/tools/help_to_c.sh (build/gen/kvrun_help.c). The same file makes the
@@ -142,7 +143,8 @@ static int list_ops(const char *const *backends, int nbackends) {
 
 typedef enum kv_flag_kind {
     KV_FLAG_BOOL,    /* --name */
-    KV_FLAG_VALUE    /* --name=value */
+    KV_FLAG_VALUE,   /* --name=value */
+    KV_FLAG_EITHER   /* --name or --name=value (--compare) */
 } kv_flag_kind;
 
 typedef struct kv_flag {
@@ -167,6 +169,8 @@ static const kv_flag kv_flags[] = {
     { "flaky", KV_FLAG_VALUE, false },    { "verbose", KV_FLAG_BOOL, false },
     { "quiet", KV_FLAG_BOOL, false },     { "resume", KV_FLAG_BOOL, false },
     { "deadline", KV_FLAG_VALUE, false },  { "max-failures", KV_FLAG_VALUE, false },
+    { "compare", KV_FLAG_EITHER, false },  { "require-identical", KV_FLAG_VALUE, false },
+    { "perf-threshold", KV_FLAG_VALUE, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -207,6 +211,9 @@ typedef struct kv_cli {
     const char *require[64];
     int nrequire, nrequire_text;
     bool merge, help, version, list_ops;
+    bool compare_two;            /* --compare OLD NEW */
+    const char *compare_old;     /* --compare=OLD */
+    kv_runcmp_policy cmp;
     bool perf;                   /* --mode=perf */
     kv_perf_options perf_o;
     int seen[KV_NFLAGS];
@@ -247,6 +254,47 @@ static int kv_parse_int(const char *s, long lo, long hi, int *out) {
     if (end == s || *end != '\0' || errno != 0 || v < lo || v > hi) return -1;
     *out = (int)v;
     return 0;
+}
+
+/* The comparison's flags (docs/compare.md). */
+static int kv_cmp_flag(kv_cli *c, const char *n, const char *v) {
+    char why[512];
+    if (strcmp(n, "compare") == 0) {
+        if (v == NULL) c->compare_two = true;
+        else c->compare_old = v;
+    } else if (strcmp(n, "require-identical") == 0) {
+        if (kv_runcmp_policy_set_identical(&c->cmp, v, why, (int)sizeof why) != 0) return kv_usage_error("%s", why);
+    } else {
+        char *end = NULL;
+        errno = 0;
+        const double t = strtod(v, &end);
+        if (errno != 0 || end == v || *end != '\0' || !(t >= 0.0 && t <= 100.0))
+            return kv_usage_error("--perf-threshold=%s: must be a fraction from 0 to 100 (0.1: a 10%% slowdown)", v);
+        c->cmp.perf_threshold = t;
+    }
+    return 0;
+}
+
+/* kvrun --compare OLD NEW: two finished runs; the files go to NEW unless
+ * --report-dir says where. */
+static int kv_compare_main(const kv_cli *c) {
+    if (c->npaths != 2) return kv_usage_error("--compare needs two report folders: kvrun --compare OLD NEW (%d given)", c->npaths);
+    for (int f = 0; f < KV_NFLAGS; f++) {
+        const char *n = kv_flags[f].name;
+        if (c->seen[f] && strcmp(n, "compare") != 0 && strcmp(n, "report-dir") != 0 &&
+            strcmp(n, "require-identical") != 0 && strcmp(n, "perf-threshold") != 0)
+            return kv_usage_error("--compare OLD NEW takes only --report-dir, --require-identical and --perf-threshold, not --%s", n);
+    }
+    if (c->case_options || c->perf) return kv_usage_error("--compare OLD NEW compares finished runs: it takes no case options or --mode=perf (use --compare=OLD with a run)");
+    int code = KV_RUNCMP_EXIT_NOT_COMPARABLE;
+    const kv_status st =
+        kv_runcmp_dirs(c->paths[0], c->paths[1], c->o.report_dir ? c->o.report_dir : c->paths[1], &c->cmp, stdout, &code);
+    fflush(stdout);
+    if (st != KV_OK) {
+        fprintf(stderr, "kvrun: compare: %s\n", kv_last_error_message());
+        return KV_RUNCMP_EXIT_NOT_COMPARABLE;
+    }
+    return code;
 }
 
 /* One flag with its value; 0 or the exit code of a usage error. */
@@ -349,6 +397,8 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->o.baseline_path = v;
     } else if (strcmp(n, "merge") == 0) {
         c->merge = true;
+    } else if (strcmp(n, "compare") == 0 || strcmp(n, "require-identical") == 0 || strcmp(n, "perf-threshold") == 0) {
+        return kv_cmp_flag(c, n, v);
     } else if (strcmp(n, "help") == 0) {
         c->help = true;
     } else if (strcmp(n, "version") == 0) {
@@ -527,6 +577,12 @@ static int kv_perf_selected(void *ctx, const kv_case *const *cases, int n, FILE 
 static int kv_run_main(kv_cli *c, int argc, char **argv) {
     const int perf_rc = kv_perf_flags_check(c);
     if (perf_rc != 0) return perf_rc;
+    for (int f = 0; f < KV_NFLAGS && c->compare_old == NULL; f++) {
+        const char *n = kv_flags[f].name;
+        if (c->seen[f] && (strcmp(n, "require-identical") == 0 || strcmp(n, "perf-threshold") == 0))
+            return kv_usage_error("--%s needs --compare=OLD (or kvrun --compare OLD NEW)", n);
+    }
+    if (c->compare_old != NULL && c->o.list_only) return kv_usage_error("--compare=OLD needs a run, not --list");
     if (c->perf) {
         c->perf_o.report_dir = c->o.report_dir;
         c->o.run_selected = kv_perf_selected;
@@ -588,9 +644,19 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
     c->o.version = KV_VERSION_STRING;
     c->o.filters = c->filters;
     c->o.nfilters = c->nfilters;
-    const int rc = kv_driver_run(&c->o, &cases, stdout);
+    int rc = kv_driver_run(&c->o, &cases, stdout);
     kv_case_list_free(&cases);
     kv_path_list_free(&files);
+    if (c->compare_old != NULL && (rc == 0 || rc == 1)) {
+        /* The comparison judges the run: a failure the old run had too is
+         * no regression, so its exit code replaces the run's. */
+        const char *rdir = c->o.report_dir ? c->o.report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
+        fflush(stdout);
+        if (kv_runcmp_dirs(c->compare_old, rdir, rdir, &c->cmp, stdout, &rc) != KV_OK) {
+            fprintf(stderr, "kvrun: compare: %s\n", kv_last_error_message());
+            rc = KV_RUNCMP_EXIT_NOT_COMPARABLE;
+        }
+    }
     return rc;
 }
 
@@ -620,6 +686,7 @@ int main(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     kv_driver_options_init(&c.o);
     kv_perf_options_init(&c.perf_o);
+    kv_runcmp_policy_init(&c.cmp);
     c.filters = calloc((size_t)argc, sizeof *c.filters);
     c.backends = calloc((size_t)argc, sizeof *c.backends);
     c.paths = calloc((size_t)argc, sizeof *c.paths);
@@ -640,6 +707,8 @@ int main(int argc, char **argv) {
             rc = list_ops(c.backends, c.nbackends);
         } else if (c.merge) {
             rc = kv_merge_main(&c);
+        } else if (c.compare_two) {
+            rc = kv_compare_main(&c);
         } else {
             rc = kv_run_main(&c, argc, argv);
         }

@@ -236,18 +236,39 @@ typedef struct kv_args_sink {
     const char *file;
     int line;
     const char *what;
+    int axis;                    /* the last argument's axis; -1 before the first */
 } kv_args_sink;
 
-/* One "name=v1|v2" piece of --args: a new axis labelled `name`. */
+/* One ','- or ';'-separated piece of --args. "name=value" starts a new
+ * axis labelled `name`; a piece that does not start with a name and '='
+ * is one more alternative of the argument before it, so every option
+ * separates alternatives with ',' (--args=dim=0,1,keepdim=0,1). The old
+ * '|' between alternatives is refused, naming the new form. */
 static kv_status kv_add_arg_piece(void *ctx, const char *text, const int *cols, int len) {
     kv_args_sink *s = ctx;
+    int depth = 0;
+    for (int i = 0; i < len; i++) {
+        depth += text[i] == '[' ? 1 : (text[i] == ']' ? -1 : 0);
+        if (depth == 0 && text[i] == '|') {
+            return kv_spec_error(KV_ERR_INVALID_ARG, s->file, s->line, cols[i],
+                                 "'|' between alternatives is no longer accepted in %s: write them with ',' "
+                                 "as in every option (--args=dim=0,1,keepdim=0,1), got '%.*s'", s->what, len, text);
+        }
+    }
     int eq = 0;
     while (eq < len && text[eq] != '=') eq++;
-    bool ok = eq > 0 && eq < len;
-    for (int i = 0; ok && i < eq; i++) ok = kv_is_name_char(text[i], i == 0);
-    if (!ok) {
+    bool named = eq > 0 && eq < len;
+    for (int i = 0; named && i < eq; i++) named = kv_is_name_char(text[i], i == 0);
+    if (!named) {
+        if (s->axis < 0) {
+            return kv_spec_error(KV_ERR_INVALID_ARG, s->file, s->line, cols[0],
+                                 "expected name=value in %s, got '%.*s'", s->what, len, text);
+        }
+        return kv_spec_option_add_alt(s->o, s->axis, text, cols, len);
+    }
+    if (eq + 1 == len) {
         return kv_spec_error(KV_ERR_INVALID_ARG, s->file, s->line, cols[0],
-                             "expected name=value in %s, got '%.*s'", s->what, len, text);
+                             "empty value of '%.*s' in %s", eq, text, s->what);
     }
     char name[KV_SCHEMA_NAME_MAX];
     if (eq >= (int)sizeof name) {
@@ -265,11 +286,8 @@ static kv_status kv_add_arg_piece(void *ctx, const char *text, const int *cols, 
     }
     const int axis = kv_spec_option_add_axis(s->o, name, cols[0]);
     if (axis < 0) return kv_oom();
-    kv_alt_sink alt = { s->o, axis };
-    char what[96];
-    snprintf(what, sizeof what, "%s value of '%s'", s->what, name);
-    return kv_split(s->file, s->line, text + eq + 1, cols + eq + 1, len - eq - 1, "|", what,
-                    kv_add_alt_piece, &alt);
+    s->axis = axis;
+    return kv_spec_option_add_alt(s->o, axis, text + eq + 1, cols + eq + 1, len - eq - 1);
 }
 
 static kv_status kv_build_option(kv_spec_option *o, kv_option_split split, const char *file,
@@ -290,7 +308,7 @@ static kv_status kv_build_option(kv_spec_option *o, kv_option_split split, const
         return kv_spec_option_add_alt(o, axis, text, cols, len);
     }
     case KV_SPLIT_ARGS: {
-        kv_args_sink s = { o, file, line, what };
+        kv_args_sink s = { o, file, line, what, -1 };
         return kv_split(file, line, text, cols, len, ",;", what, kv_add_arg_piece, &s);
     }
     }

@@ -9,7 +9,7 @@
  * An option's alternatives are arranged in axes; the cartesian product runs
  * over every axis of every option. Most options have one axis (`dtype=f32,f64`
  * is one axis of two alternatives). `args=` has one axis per argument
- * (`args=dim=0|1,keepdim=0|1` is two axes of two). A set-valued option
+ * (`args=dim=0,1,keepdim=0,1` is two axes of two). A set-valued option
  * (`check=golden,memory`) is one axis of one alternative.
  *
  * The option table
@@ -110,7 +110,7 @@ int kv_spec_alt_col(const kv_spec_alt *a, int offset);
 typedef enum kv_option_split {
     KV_SPLIT_LIST,     /* v1,v2,...: commas outside brackets; the cartesian axis */
     KV_SPLIT_WHOLE,    /* one alternative, the whole value (sets: check=a,b) */
-    KV_SPLIT_ARGS      /* name=v1|v2,name=...: one axis per name (',' or ';' between) */
+    KV_SPLIT_ARGS      /* name=v1,v2,name=...: one axis per name; a bare value is one more alternative of the name before it */
 } kv_option_split;
 
 /* What a row's text is for: the canonical ID, the golden key, the repro line. */

@@ -24,47 +24,10 @@
 #include <string.h>
 
 #include "runner/check/check_util.h"
+#include "runner/check/out_facts.h"
 #include "runner/check/tolerance.h"
 #include "runner/check/ulp_hist.h"
 #include "runner/golden/exact.h"
-
-static int acc_width(kv_dtype rd) {
-    switch (rd) {
-    case KV_F16:
-    case KV_BF16: return 2;
-    case KV_F32: return 4;
-    default: return 8;
-    }
-}
-
-static uint64_t acc_bits(kv_dtype rd, const char *p) {
-    uint64_t b = 0;
-    switch (acc_width(rd)) {
-    case 2: {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        b = h;
-        break;
-    }
-    case 4: {
-        uint32_t u;
-        memcpy(&u, p, 4);
-        b = u;
-        break;
-    }
-    default: memcpy(&b, p, 8); break;
-    }
-    return b;
-}
-
-static bool acc_is_nan(kv_dtype rd, uint64_t b) {
-    switch (rd) {
-    case KV_F16: return (b & 0x7C00u) == 0x7C00u && (b & 0x03FFu) != 0;
-    case KV_BF16: return (b & 0x7F80u) == 0x7F80u && (b & 0x007Fu) != 0;
-    case KV_F32: return (b & 0x7F800000u) == 0x7F800000u && (b & 0x007FFFFFu) != 0;
-    default: return (b & 0x7FF0000000000000ull) == 0x7FF0000000000000ull && (b & 0x000FFFFFFFFFFFFFull) != 0;
-    }
-}
 
 static double acc_value(kv_dtype rd, uint64_t b) {
     switch (rd) {
@@ -103,12 +66,9 @@ static void acc_measure(const kv_tensor *truth, const kv_tensor *got, int o, kv_
         const char *pt = kv_tensor_element(truth, idx);
         const char *pg = kv_tensor_element(got, idx);
         for (int k = 0; k < parts; k++) {
-            const uint64_t tb = acc_bits(rd, pt + k * acc_width(rd));
-            const uint64_t gb = acc_bits(rd, pg + k * acc_width(rd));
-            const bool tn = acc_is_nan(rd, tb), gn = acc_is_nan(rd, gb);
-            double u;
-            if (tn || gn) u = (tn && gn) ? 0.0 : -1.0;
-            else u = kv_ulp_distance_bits(rd, tb, gb);
+            const int cw = kv_ulp_component_width(rd);
+            uint64_t tb, gb;
+            const double u = kv_ulp_component_error(rd, pt + k * cw, pg + k * cw, &tb, &gb);
             r->ulp_hist[kv_ulp_bin(u)]++;
             r->ulp_elements++;
             const double rank = u < 0 ? INFINITY : u;
@@ -170,6 +130,7 @@ static void acc_backend(const kv_check_ctx *ctx, kv_key key, const char *variant
             break;
         }
         acc_measure(t, call.out.t[i], i, &r, &w);
+        kv_out_facts_record(&r, i, t, call.out.t[i]);
         const double a = acc_allowed(ctx->c, t->dtype);
         if (a > allowed) allowed = a;
     }

@@ -28,6 +28,7 @@
 #include "kv/ops.h"
 #include "runner/case/grammar.h"
 #include "runner/check/check_util.h"
+#include "runner/check/out_facts.h"
 #include "runner/check/compare.h"
 #include "runner/golden/golden.h"
 #include "runner/golden/exact.h"
@@ -166,7 +167,11 @@ static bool golden_verify_output(const kv_check_ctx *ctx, const kv_check_ref *re
     }
     bool ok = false;
     switch (v.outcome) {
-    case KV_GOLDEN_OK: ok = true; break;
+    case KV_GOLDEN_OK:
+        /* Bit-equal to the golden by hash: t is its own truth. */
+        kv_out_facts_record(r, i, t, t);
+        ok = true;
+        break;
     case KV_GOLDEN_MISSING:
     case KV_GOLDEN_CORRUPT:
     case KV_GOLDEN_STALE:
@@ -175,11 +180,13 @@ static bool golden_verify_output(const kv_check_ctx *ctx, const kv_check_ref *re
         break;
     case KV_GOLDEN_DIFFERS:
         if (v.stored == NULL) {
+            kv_out_facts_record(r, i, NULL, t);
             kv_check_result_set(r, KV_RESULT_FAIL,
                                 "output %d differs from the hash-only golden (MANIFEST hash %016llx, reference %016llx)", i,
                                 (unsigned long long)v.expected_hash, (unsigned long long)v.actual_hash);
             break;
         }
+        kv_out_facts_record(r, i, v.stored, t);
         ok = golden_judge(ctx, ref, i, v.stored, t, "the golden", r);
         break;
     }

@@ -18,6 +18,7 @@
 #include "runner/check/check_util.h"
 #include "runner/check/classify.h"
 #include "runner/check/compare.h"
+#include "runner/check/out_facts.h"
 #include "runner/check/tol_backend.h"
 #include "runner/check/tolerance.h"
 #include "runner/report/dump.h"
@@ -114,6 +115,7 @@ static void variants_backend(const kv_check_ctx *ctx, kv_key key, const char *va
         const kv_tol_override *used = NULL;
         for (int i = 0; i < out->n && ok; i++)
             ok = variants_compare(ctx, u->ref, key, i, u->expected[i], out->t[i], &r, &compared, &used);
+        for (int i = 0; i < out->n; i++) kv_out_facts_record(&r, i, u->expected[i], out->t[i]);
         if (ok && call.meta_diff[0]) {
             kv_check_result_set(&r, KV_RESULT_FAIL, "%s on %s%s%s: right values, wrong metadata: %s", ctx->c->op,
                                 kv_key_name(key), variant ? "/" : "", variant ? variant : "", call.meta_diff);

@@ -51,6 +51,27 @@ typedef struct kv_mismatch {
  * captured by the forked worker, cut to this many bytes. */
 #define KV_RESULT_OUTPUT_MAX 512
 
+/* Compact facts about one output of a row, what a run-to-run comparison
+ * (report/compare_runs.h) needs: the XXH3-64 of the output's element bytes
+ * (row-major, runner/golden/hash.h), so bit identity with an older run is
+ * one comparison, and for floating outputs the error in ulps of the
+ * output dtype against the expected value the row judged it by (the
+ * golden, or the live reference of an ad-hoc case): `elements` real
+ * components measured, the largest error and the 99.9th percentile
+ * (runner/check/ulp_hist.h; +Inf when NaN-ness differs) and how many are
+ * not bit-equal to the expected value (not correctly rounded when the
+ * golden is the truth). elements is 0 when nothing was measured (integer
+ * outputs, hash-only goldens); hash_set is false when no output exists. */
+typedef struct kv_output_facts {
+    uint64_t hash;
+    bool hash_set;
+    int64_t elements, not_cr;
+    double max_ulp, p999_ulp;
+} kv_output_facts;
+
+/* Outputs past this many keep no facts (no op of the suite has more). */
+#define KV_RESULT_MAX_OUTPUTS 4
+
 /* One (case, check) outcome: one JSON line, one JUnit testcase. */
 typedef struct kv_check_result {
     char case_id[KV_CASE_ID_MAX];
@@ -82,6 +103,10 @@ typedef struct kv_check_result {
     int64_t ulp_elements;
     double ulp_max;
     int64_t ulp_hist[KV_ULP_BINS];
+    /* Per-output facts of the rows that judge a kernel's outputs (golden,
+     * variants, accuracy); nouts 0 in every other row. */
+    int nouts;
+    kv_output_facts outs[KV_RESULT_MAX_OUTPUTS];
 } kv_check_result;
 
 /* Appends to r's message (printf-style), cut at its end. */

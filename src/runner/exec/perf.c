@@ -21,6 +21,7 @@ void kv_perf_options_init(kv_perf_options *o) {
 }
 
 void kv_perf_report_free(kv_perf_report *r) {
+    for (int i = 0; i < r->n; i++) free(r->rows[i].samples_ns);
     free(r->rows);
     memset(r, 0, sizeof *r);
 }
@@ -183,6 +184,10 @@ static void perf_finish(perf_meas *m) {
         row->min_ns = times[0];
         row->max_ns = times[n - 1];
         row->reps = n;
+        /* Without memory for them the row keeps its statistics, and a
+         * comparison treats it as having no samples. */
+        row->samples_ns = malloc((size_t)n * sizeof *row->samples_ns);
+        if (row->samples_ns != NULL) memcpy(row->samples_ns, times, (size_t)n * sizeof *times);
         row->is_flops = m->flops > 0.0;
         row->work = m->flops > 0.0 ? m->flops : m->in_bytes + m->out_bytes;
     }

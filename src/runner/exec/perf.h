@@ -66,6 +66,10 @@ typedef struct kv_perf_row {
     char error[256];
     uint64_t median_ns, min_ns, max_ns;
     int reps;
+    /* Every timed call (ascending, reps of them; NULL for a failed row),
+     * kept so a comparison of two runs can test its change for
+     * significance (perf.jsonl "samples_ns", docs/compare.md). */
+    uint64_t *samples_ns;
     bool is_flops;               /* the rate is GFLOP/s (else GB/s) */
     double work;                 /* FLOPs or bytes per call */
     double speedup;              /* ref median / this median; 0: unknown */

@@ -126,11 +126,61 @@ static int parse_mismatch(const json_t *j, int i, kv_mismatch *m, char *why, int
     return 0;
 }
 
+/* "outs": [[hash|null, elements, max_ulp, p999_ulp, not_cr], ...]. */
+static int parse_outs(const json_t *arr, kv_check_result *r, char *why, int whycap) {
+    if (!json_is_array(arr)) return fail(why, whycap, "\"outs\": expected an array, got %s", type_name(arr));
+    const size_t n = json_array_size(arr);
+    if (n > KV_RESULT_MAX_OUTPUTS)
+        return fail(why, whycap, "\"outs\": %zu entries, more than %d", n, KV_RESULT_MAX_OUTPUTS);
+    r->nouts = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(arr, i);
+        kv_output_facts *f = &r->outs[i];
+        if (!json_is_array(e) || json_array_size(e) != 5)
+            return fail(why, whycap, "\"outs\"[%zu]: expected [hash, elements, max_ulp, p999_ulp, not_cr]", i);
+        const json_t *h = json_array_get(e, 0);
+        if (json_is_string(h)) {
+            if (kv_hash_parse(json_string_value(h), &f->hash) != 0)
+                return fail(why, whycap, "\"outs\"[%zu]: hash \"%s\" is not 16 hex digits", i, json_string_value(h));
+            f->hash_set = true;
+        } else if (!json_is_null(h)) {
+            return fail(why, whycap, "\"outs\"[%zu]: hash: expected a string or null, got %s", i, type_name(h));
+        }
+        const json_t *ne = json_array_get(e, 1), *nc = json_array_get(e, 4);
+        if (!json_is_integer(ne) || !json_is_integer(nc))
+            return fail(why, whycap, "\"outs\"[%zu]: elements and not_cr must be integers", i);
+        f->elements = (int64_t)json_integer_value(ne);
+        f->not_cr = (int64_t)json_integer_value(nc);
+        char inner[256];
+        if (real_of(json_array_get(e, 2), "max_ulp", &f->max_ulp, inner, sizeof inner) != 0 ||
+            real_of(json_array_get(e, 3), "p999_ulp", &f->p999_ulp, inner, sizeof inner) != 0)
+            return fail(why, whycap, "\"outs\"[%zu]: %s", i, inner);
+    }
+    return 0;
+}
+
+/* "ulp_hist": [[bin, count], ...]; ulp_elements is its total. */
+static int parse_ulp_hist(const json_t *arr, kv_check_result *r, char *why, int whycap) {
+    if (!json_is_array(arr)) return fail(why, whycap, "\"ulp_hist\": expected an array, got %s", type_name(arr));
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        const json_t *p = json_array_get(arr, i);
+        const json_t *b = json_is_array(p) && json_array_size(p) == 2 ? json_array_get(p, 0) : NULL;
+        const json_t *c = b != NULL ? json_array_get(p, 1) : NULL;
+        if (!json_is_integer(b) || !json_is_integer(c) || json_integer_value(b) < 0 ||
+            json_integer_value(b) >= KV_ULP_BINS || json_integer_value(c) < 0)
+            return fail(why, whycap, "\"ulp_hist\"[%zu]: expected [bin 0..%d, count >= 0]", i, KV_ULP_BINS - 1);
+        r->ulp_hist[json_integer_value(b)] += (int64_t)json_integer_value(c);
+        r->ulp_elements += (int64_t)json_integer_value(c);
+    }
+    return 0;
+}
+
 static int parse_object(const json_t *o, kv_check_result *r, char *why, int whycap) {
     static const char *const keys[] = { "case_id", "op",       "check",       "backend",  "dtype",
                                         "status",  "message",  "repro",       "seconds",  "compared",
                                         "mismatched", "max_abs_err", "max_ulps", "mismatches",
-                                        "fast_calls", "manual_calls", "slow_calls", "output" };
+                                        "fast_calls", "manual_calls", "slow_calls", "output",
+                                        "outs", "ulp_max", "ulp_hist" };
     if (!json_is_object(o)) return fail(why, whycap, "expected a JSON object, got %s", type_name(o));
     if (only_keys(o, keys, (int)(sizeof keys / sizeof keys[0]), "", why, whycap) != 0) return -1;
     memset(r, 0, sizeof *r);
@@ -160,6 +210,12 @@ static int parse_object(const json_t *o, kv_check_result *r, char *why, int whyc
         (json_object_get(o, "manual_calls") && get_int(o, "manual_calls", &r->manual_calls, why, whycap) != 0) ||
         (json_object_get(o, "slow_calls") && get_int(o, "slow_calls", &r->slow_calls, why, whycap) != 0))
         return -1;
+    if (json_object_get(o, "outs") && parse_outs(json_object_get(o, "outs"), r, why, whycap) != 0) return -1;
+    if (json_object_get(o, "ulp_hist") != NULL) {
+        if (parse_ulp_hist(json_object_get(o, "ulp_hist"), r, why, whycap) != 0 ||
+            get_real(o, "ulp_max", &r->ulp_max, why, whycap) != 0)
+            return -1;
+    }
     const json_t *arr = json_object_get(o, "mismatches");
     if (arr == NULL) return fail(why, whycap, "missing key \"mismatches\"");
     if (!json_is_array(arr)) return fail(why, whycap, "\"mismatches\": expected an array, got %s", type_name(arr));

@@ -38,6 +38,12 @@ static json_t *perf_row_json(const kv_perf_row *row) {
     bad |= json_object_set_new(o, "fastest", json_boolean(row->fastest));
     bad |= json_object_set_new(o, "within_5pct", row->judged ? json_boolean(row->within) : json_null());
     if (row->failed) bad |= json_object_set_new(o, "error", json_string(row->error));
+    if (t && row->samples_ns != NULL) {
+        json_t *s = json_array();
+        for (int i = 0; s != NULL && i < row->reps; i++)
+            bad |= json_array_append_new(s, json_integer((json_int_t)row->samples_ns[i]));
+        bad |= json_object_set_new(o, "samples_ns", s);
+    }
     if (bad) {
         json_decref(o);
         return NULL;

@@ -114,6 +114,10 @@ static kv_status acc_write_jsonl(FILE *f, const acc_table *t) {
         const double p = acc_p999(g);
         json_object_set_new(o, "p999_ulp", isinf(p) ? json_null() : json_real(p));
         json_object_set_new(o, "nan_mismatches", json_integer(g->hist[KV_ULP_NAN_BIN]));
+        /* What the table's "correctly rounded" column shows, as the part
+         * that is not (bin 0 holds the exact elements). */
+        json_object_set_new(o, "not_correctly_rounded",
+                            json_real(g->elements > 0 ? (double)(g->elements - g->hist[0]) / (double)g->elements : 0.0));
         /* Sparse histogram: bin upper end (ulps) -> count. */
         for (int b = 0; b < KV_ULP_NAN_BIN; b++) {
             if (g->hist[b] == 0) continue;

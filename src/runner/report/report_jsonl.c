@@ -6,11 +6,16 @@
  *     read back bit for bit; NaN and infinities, which JSON lacks, are the
  *     strings "nan", "inf" and "-inf";
  *   - dtype and status are their short names ("f32", "FAIL");
- *   - mismatches is an array of {index, expected, got, abs_err, rel_err, ulps}.
+ *   - mismatches is an array of {index, expected, got, abs_err, rel_err, ulps};
+ *   - outs (rows that judge outputs) is an array with one
+ *     [hash, elements, max_ulp, p999_ulp, not_cr] per output, hash a
+ *     16-hex-digit string or null; ulp_max and ulp_hist (accuracy rows)
+ *     the row's histogram as [[bin, count], ...] over its non-empty bins.
  * One object per line, keys in a fixed order, so two runs diff cleanly. */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
 #include "runner/report/report_agg.h"
+#include "runner/golden/hash.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -74,6 +79,47 @@ static json_t *mismatch_json(const kv_mismatch *m) {
     return o;
 }
 
+/* The per-output facts and the accuracy histogram, only in the rows that
+ * have them, as arrays rather than objects: they are in most rows of a
+ * run, and results.jsonl must stay small (docs/compare.md gives the
+ * layout). */
+static int facts_put(json_t *o, const kv_check_result *r) {
+    int bad = 0;
+    const int nouts = r->nouts < 0 ? 0 : (r->nouts > KV_RESULT_MAX_OUTPUTS ? KV_RESULT_MAX_OUTPUTS : r->nouts);
+    if (nouts > 0) {
+        json_t *arr = json_array();
+        for (int i = 0; arr != NULL && i < nouts; i++) {
+            const kv_output_facts *f = &r->outs[i];
+            char hex[KV_HASH_HEX_LEN];
+            json_t *e = json_array();
+            if (e == NULL) {
+                bad = 1;
+                break;
+            }
+            bad |= json_array_append_new(e, f->hash_set ? json_string(kv_hash_format(f->hash, hex)) : json_null());
+            bad |= json_array_append_new(e, json_integer((json_int_t)f->elements));
+            bad |= json_array_append_new(e, real_json(f->max_ulp));
+            bad |= json_array_append_new(e, real_json(f->p999_ulp));
+            bad |= json_array_append_new(e, json_integer((json_int_t)f->not_cr));
+            bad |= json_array_append_new(arr, e);
+        }
+        bad |= put(o, "outs", arr);
+    }
+    if (r->ulp_elements > 0) {
+        json_t *h = json_array();
+        for (int b = 0; h != NULL && b < KV_ULP_BINS; b++) {
+            if (r->ulp_hist[b] == 0) continue;
+            json_t *pair = json_array();
+            bad |= pair == NULL || json_array_append_new(pair, json_integer(b)) != 0 ||
+                   json_array_append_new(pair, json_integer((json_int_t)r->ulp_hist[b])) != 0 ||
+                   json_array_append_new(h, pair) != 0;
+        }
+        bad |= put(o, "ulp_max", real_json(r->ulp_max));
+        bad |= put(o, "ulp_hist", h);
+    }
+    return bad;
+}
+
 static json_t *result_json(const kv_check_result *r) {
     json_t *o = json_object();
     if (o == NULL) return NULL;
@@ -105,6 +151,7 @@ static json_t *result_json(const kv_check_result *r) {
         bad |= put(o, "manual_calls", json_integer((json_int_t)r->manual_calls));
         bad |= put(o, "slow_calls", json_integer((json_int_t)r->slow_calls));
     }
+    bad |= facts_put(o, r);
     if (bad) {
         json_decref(o);
         return NULL;
