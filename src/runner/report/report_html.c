@@ -156,7 +156,9 @@ static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, in
             put_double_cell(f, m->got, false);
             put_double_cell(f, m->abs_err, false);
             put_double_cell(f, m->rel_err, false);
-            put_double_cell(f, m->ulps, true);
+            char u[40];
+            kv_report_fmt_ulp(m, u, sizeof u);
+            fprintf(f, "<td class=\"num\">%s</td>", u);
             fputs("</tr>\n", f);
         }
         fputs("</table>\n", f);
