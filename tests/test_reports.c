@@ -983,6 +983,13 @@ static void test_html(void **state) {
     after(html, "&lt;script&gt;run&lt;/script&gt;");
     /* the diff table of the failure */
     after(fail_pos, "<td><code>[1,2]</code></td><td class=\"num\">1</td><td class=\"num\">1.5</td>");
+    /* the index of groups links to the first card, which names its layout */
+    const char *groups = after(html, "<h3 id=\"groups\">By op, check and backend: 1 failing rows in 1 groups</h3>");
+    assert_true(groups < fail_pos);
+    after(groups, "<tr><td class=\"st-FAIL\">FAIL</td><td><code>mul.Tensor</code></td><td>golden</td><td>cpu</td>"
+                  "<td class=\"num\">1</td><td>c</td><td>f32</td><td><a href=\"#f0\">card</a></td></tr>");
+    after(html, "<div class=\"problem\" id=\"f0\">");
+    after(fail_pos, "<th>layout</th><th>dtype</th>");
     after(html, "<p class=\"final\">2 passed, 1 failed, 0 skipped</p>");
     /* matrix: worst status per op x dtype */
     const char *matrix = after(html, "<h2 id=\"matrix\">");

@@ -698,9 +698,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     /* Folders first: a run that cannot write its report (or dump) should
      * say so before it spends an hour running cases. */
     const char *rdir = o->report_dir ? o->report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
-    /* A new run (not --resume, which continues the folder's run) starts
-     * from an empty folder: nothing of an earlier run is left behind. */
-    if (kv_report_mkdirs(rdir) != KV_OK || (!o->resume && kv_report_clear(rdir) != KV_OK)) {
+    if (kv_report_mkdirs(rdir) != KV_OK) {
         fprintf(err, "kvrun: --report-dir=%s: %s\n", rdir, kv_last_error_message());
         free(sel);
         return 2;

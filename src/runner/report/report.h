@@ -234,9 +234,6 @@ void kv_report_stream_close(kv_report_stream *s);
 
 /* mkdir -p: every missing component is created (0777 & ~umask). */
 kv_status kv_report_mkdirs(const char *dir);
-/* report_clear.c: removes the reports of an earlier run from `dir` (the
- * files named below, nothing else) before a new run begins. */
-kv_status kv_report_clear(const char *dir);
 
 /* The file names inside a report folder. */
 #define KV_REPORT_JSONL "results.jsonl"
