@@ -71,6 +71,16 @@ echo "=== report.html size"
 size=$(wc -c <"$dir/../suite-report/report.html")
 echo "report.html: $size bytes (limit 1048576)"
 [ "$size" -le 1048576 ] || failed="$failed report-html-size"
+# The suite's junit.xml as CI systems take it (docs/ci.md): valid against
+# the Jenkins xUnit plugin's junit-10.xsd, at most 10 MB (GitLab takes 30
+# MB a file; it was 34 MB).
+count=$((count + 1))
+echo "=== junit.xml: junit-10.xsd and size"
+size=$(wc -c <"$dir/../suite-report/junit.xml")
+echo "junit.xml: $size bytes (limit 10000000)"
+if [ "$size" -gt 10000000 ] || ! xmllint --noout --schema tests/junit-10.xsd "$dir/../suite-report/junit.xml"; then
+    failed="$failed junit-xml"
+fi
 
 # Both HTML reports in headless Chromium (tests/html_render.sh): size,
 # render time, a screenshot beside each page. Chromium is optional (a

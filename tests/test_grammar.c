@@ -475,7 +475,10 @@ static void test_errors_options(void **state) {
     expect_error("--op=neg --shape=4 --foo=1\n",
                  "t.case:1:20: unknown option '--foo' (options: op, program, dtype, shape, layout, args, fill, "
                  "seed, device, lazy, mode, out, check, tol, expect, batch, reset)");
-    expect_error_code("--op=nag --shape=4\n", KV_ERR_UNKNOWN_OP, "t.case:1:6: --op: unknown op 'nag'");
+    /* within two edits of an op: the nearest named; nothing near: none */
+    expect_error_code("--op=nag --shape=4\n", KV_ERR_UNKNOWN_OP,
+                      "t.case:1:6: --op: unknown op 'nag' (did you mean neg?)");
+    expect_error_code("--op=zzzzzz --shape=4\n", KV_ERR_UNKNOWN_OP, "t.case:1:6: --op: unknown op 'zzzzzz'");
     expect_error_code("--shape=4\n--op=neg,add --dtype=f32\n", KV_ERR_UNKNOWN_OP,
                       "t.case:2:10: --op: unknown op 'add' (did you mean add.Tensor, add.out?)");
     expect_error("--op=neg --shape=4 --dtype=f32:f33\n",

@@ -167,6 +167,45 @@ static kv_result_list console_list(void) {
     return l;
 }
 
+/* The short summary groups failing rows by (op, check, backend) and
+ * folds their layouts and dtypes; an element whose sign is wrong says so
+ * instead of an ulp count through zero. */
+static void test_console_short_summary(void **state) {
+    (void)state;
+    kv_result_list l = { 0 };
+    kv_check_result a = mul_failure();
+    snprintf(a.case_id, sizeof a.case_id, "mul.Tensor(dtype=f32,shape=[2,3],layout=t)");
+    a.mismatches[0].got = -1;
+    a.mismatches[0].ulps = 2130706432;
+    push(&l, a);
+    kv_check_result b = mul_failure();
+    snprintf(b.case_id, sizeof b.case_id, "mul.Tensor(dtype=f64,shape=[2,3],layout=b)");
+    b.dtype = KV_F64;
+    push(&l, b);
+    push(&l, mk("neg(dtype=i32)", "neg", "variants:sim", "sim", KV_I32, KV_RESULT_CRASH, "signal 11"));
+    push(&l, mk("neg(dtype=i64)", "neg", "golden", "cpu", KV_I64, KV_RESULT_PASS, ""));
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    assert_non_null(f);
+    kv_report_console(f, &l, NULL);
+    fclose(f);
+    after(out, "at [1,2]: expected 1, got -1 (abs err 0.5, rel err 0.5, sign differs)\n");
+    after(out, "at [1,2]: expected 1, got 1.5 (abs err 0.5, rel err 0.5, ulp 4194304)\n");
+    const char *head = after(out, "== short summary: 3 problems in 2 groups (op, check, backend):\n"
+                                  "FAIL  mul.Tensor golden on cpu: 2 cases; layouts t b; dtypes f32 f64\n"
+                                  "CRASH neg variants:sim: 1 case; layout c; dtype i32\n"
+                                  "== failed cases:\n"
+                                  "FAIL  mul.Tensor(dtype=f32,shape=[2,3],layout=t) golden on cpu\n"
+                                  "FAIL  mul.Tensor(dtype=f64,shape=[2,3],layout=b) golden on cpu\n"
+                                  "CRASH neg(dtype=i32) variants:sim\n"
+                                  "PASS 1, FAIL 2,");
+    assert_non_null(head);
+    assert_null(strchr(out, '\033')); /* not a terminal: no colour */
+    free(out);
+    kv_result_list_free(&l);
+}
+
 static void test_console_summary(void **state) {
     (void)state;
     kv_result_list l = console_list();
@@ -300,7 +339,8 @@ static void test_flaky_and_incomplete(void **state) {
     char *path = path_in(dir, "junit.xml");
     assert_int_equal(kv_report_write_junit(&l, &meta, path), KV_OK);
     char *xml = slurp(path);
-    after(xml, "tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"0\"");
+    after(xml, "tests=\"2\" failures=\"0\" errors=\"0\" time=");
+    after(xml, "<testsuite name=\"add.Tensor\" tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"0\"");
     after(xml, "<flakyFailure type=\"FLAKY\" message=\"FAIL on the first attempt");
     free(xml);
     meta.flaky_fail = true;
@@ -335,7 +375,10 @@ static void test_junit_valid(void **state) {
     kv_check_result f = mul_failure();
     snprintf(f.message, sizeof f.message, "a < b && \"c\" 'd' ]]> \x01\x1f bad byte \xff end");
     push(&l, f);
-    push(&l, mk("add.Tensor(dtype=f32)", "add.Tensor", "golden", "cpu", KV_F32, KV_RESULT_PASS, ""));
+    /* A passing row's repro line stays out of junit.xml. */
+    kv_check_result pass = mk("add.Tensor(dtype=f32)", "add.Tensor", "golden", "cpu", KV_F32, KV_RESULT_PASS, "");
+    snprintf(pass.repro, sizeof pass.repro, "kvrun --op=add.Tensor --dtype=f32");
+    push(&l, pass);
     push(&l, mk("add.Tensor(dtype=c64,device=sim)", "add.Tensor", "variants:sim", "sim", KV_C64,
                 KV_RESULT_UNSUPPORTED, "no <kernel>"));
     push(&l, mk("sum(dtype=f64)", "sum", "memory", "cpu", KV_F64, KV_RESULT_TIMEOUT, "took > 10 s"));
@@ -348,21 +391,36 @@ static void test_junit_valid(void **state) {
     meta.start_time = 1700000000;
     assert_int_equal(kv_report_write_junit(&l, &meta, path), KV_OK);
     assert_int_equal(run_xmllint(path), 0);
+    /* and against the Jenkins xUnit plugin's schema, which must reject a
+     * <testsuites skipped=...> (or the check proves nothing) */
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "xmllint --noout --schema tests/junit-10.xsd '%s' 2>/dev/null", path);
+    assert_int_equal(system(cmd), 0);
+    spit(bad, "<testsuites skipped=\"0\"><testsuite name=\"a\" tests=\"0\" failures=\"0\" errors=\"0\"/></testsuites>\n");
+    snprintf(cmd, sizeof cmd, "xmllint --noout --schema tests/junit-10.xsd '%s' 2>/dev/null", bad);
+    assert_int_not_equal(system(cmd), 0);
 
     char *xml = slurp(path);
     /* totals: 6 tests; FAIL + XPASS failures; TIMEOUT error; UNSUPPORTED
      * and XFAIL skipped (a known failure, with the baseline's reason) */
     after(xml, "<testsuites name=\"kvsuite run &lt;1&gt; &amp; &quot;x&quot;\" tests=\"6\" failures=\"2\" "
-               "errors=\"1\" skipped=\"2\"");
-    after(xml, "<skipped type=\"XFAIL\" message=\"expected by baseline\">");
+               "errors=\"1\" time=");
+    /* junit-10.xsd allows skipped= on <testsuite> only */
+    assert_null(strstr(xml, "<testsuites name=\"kvsuite run &lt;1&gt; &amp; &quot;x&quot;\" tests=\"6\" failures=\"2\" "
+                            "errors=\"1\" skipped="));
+    after(xml, "<skipped type=\"XFAIL\" message=\"expected by baseline\"/>");
     after(xml, "<testsuite name=\"add.Tensor\" tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"1\"");
-    after(xml, "<testcase name=\"mul.Tensor(dtype=f32,shape=[2,3])\" classname=\"mul.Tensor.golden\" time=\"0.250000\"");
+    after(xml, "<testcase name=\"mul.Tensor(dtype=f32,shape=[2,3])\" classname=\"mul.Tensor.golden\" time=\"0.250\"");
+    /* a row under half a millisecond has no time= (the suite's keeps it) */
+    after(xml, "<testcase name=\"add.Tensor(dtype=f32)\" classname=\"add.Tensor.golden\"/>");
     after(xml, "<failure type=\"FAIL\" message=\"a &lt; b &amp;&amp; &quot;c&quot; &#39;d&#39; ]]&gt; \\x01\\x1F bad "
                "byte \\xFF end\">");
     after(xml, "<error type=\"TIMEOUT\" message=\"took &gt; 10 s\">");
-    after(xml, "<skipped type=\"UNSUPPORTED\" message=\"no &lt;kernel&gt;\">");
+    after(xml, "<skipped type=\"UNSUPPORTED\" message=\"no &lt;kernel&gt;\"/>");
     after(xml, "<failure type=\"XPASS\"");
     after(xml, "repro: kvrun --op=mul.Tensor --dtype=f32 --shape=2x3");
+    assert_null(strstr(xml, "repro: kvrun --op=add.Tensor --dtype=f32"));
+    after(xml, "<testcase name=\"add.Tensor(dtype=f32)\" classname=\"add.Tensor.golden\"/>");
     after(xml, "<property name=\"options\" value=\"--gate=exact&#9;--filter=&#39;*&#39;\"/>");
     assert_null(strchr(xml, '\x01'));
     assert_null(strchr(xml, '\xff'));
@@ -925,6 +983,13 @@ static void test_html(void **state) {
     after(html, "&lt;script&gt;run&lt;/script&gt;");
     /* the diff table of the failure */
     after(fail_pos, "<td><code>[1,2]</code></td><td class=\"num\">1</td><td class=\"num\">1.5</td>");
+    /* the index of groups links to the first card, which names its layout */
+    const char *groups = after(html, "<h3 id=\"groups\">By op, check and backend: 1 failing rows in 1 groups</h3>");
+    assert_true(groups < fail_pos);
+    after(groups, "<tr><td class=\"st-FAIL\">FAIL</td><td><code>mul.Tensor</code></td><td>golden</td><td>cpu</td>"
+                  "<td class=\"num\">1</td><td>c</td><td>f32</td><td><a href=\"#f0\">card</a></td></tr>");
+    after(html, "<div class=\"problem\" id=\"f0\">");
+    after(fail_pos, "<th>layout</th><th>dtype</th>");
     after(html, "<p class=\"final\">2 passed, 1 failed, 0 skipped</p>");
     /* matrix: worst status per op x dtype */
     const char *matrix = after(html, "<h2 id=\"matrix\">");
@@ -1010,6 +1075,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names),    cmocka_unit_test(test_list_push_counts),
         cmocka_unit_test(test_console_summary), cmocka_unit_test(test_console_empty),
+        cmocka_unit_test(test_console_short_summary),
         cmocka_unit_test(test_exit_code),       cmocka_unit_test(test_flaky_and_incomplete),
         cmocka_unit_test(test_junit_valid),
         cmocka_unit_test(test_jsonl_round_trip), cmocka_unit_test(test_merge_shards), cmocka_unit_test(test_merge_holds_no_rows),

@@ -94,8 +94,16 @@ static void set_repro_prefix(unsigned fastpath_gates, const char *argv0) {
         put_shell_word(buf, sizeof buf, *e);
     }
     put_shell_word(buf, sizeof buf, argv0);
+    /* A plugin under the working directory is named relative to it: the
+     * line is pasted where the run ran (CI artifacts, another checkout),
+     * and the build machine's absolute paths mean nothing there. */
+    char cwd[4096];
+    size_t ncwd = getcwd(cwd, sizeof cwd) != NULL ? strlen(cwd) : 0;
+    if (ncwd == 1) ncwd = 0; /* "/": the path stays absolute */
     for (int i = 0; i < kv_backend_count(); i++) {
-        snprintf(word, sizeof word, "--backend=%s", kv_backend_at(i)->path);
+        const char *path = kv_backend_at(i)->path;
+        if (ncwd > 0 && strncmp(path, cwd, ncwd) == 0 && path[ncwd] == '/') path += ncwd + 1;
+        snprintf(word, sizeof word, "--backend=%s", path);
         put_shell_word(buf, sizeof buf, word);
     }
     if (kv_backend_count() == 0) put_shell_word(buf, sizeof buf, "--backend="); /* none, not the default folder */
@@ -171,6 +179,8 @@ static const kv_flag kv_flags[] = {
     { "deadline", KV_FLAG_VALUE, false },  { "max-failures", KV_FLAG_VALUE, false },
     { "compare", KV_FLAG_EITHER, false },  { "require-identical", KV_FLAG_VALUE, false },
     { "perf-threshold", KV_FLAG_VALUE, false },
+    { "filter-out", KV_FLAG_VALUE, true }, { "last-failed", KV_FLAG_BOOL, false },
+    { "failed-first", KV_FLAG_BOOL, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -203,6 +213,8 @@ typedef struct kv_cli {
     kv_driver_options o;
     const char **filters;
     int nfilters;
+    const char **filters_out;    /* --filter-out */
+    int nfilters_out;
     const char **paths;
     int npaths;
     const char **backends;
@@ -312,6 +324,12 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->o.list_only = true;
     } else if (strcmp(n, "filter") == 0) {
         c->filters[c->nfilters++] = v;
+    } else if (strcmp(n, "filter-out") == 0) {
+        c->filters_out[c->nfilters_out++] = v;
+    } else if (strcmp(n, "last-failed") == 0) {
+        c->o.last_failed = true;
+    } else if (strcmp(n, "failed-first") == 0) {
+        c->o.failed_first = true;
     } else if (strcmp(n, "gate") == 0) {
         if (kv_fastpath_gates_parse(v, &c->o.fastpath_gates) != 0) {
             return kv_usage_error("--gate=%s: expected seed, exact or both", v);
@@ -642,9 +660,28 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
     }
     c->o.run_name = name;
     c->o.version = KV_VERSION_STRING;
+    /* A case line (a pasted repro line) reports to reports/repro/: it
+     * never replaces the full run's reports in reports/. */
+    if (c->o.report_dir == NULL && c->npaths == 0 && !c->perf) c->o.report_dir = KV_DRIVER_DEFAULT_REPORT_DIR "/repro";
+    /* Set only when found elsewhere: the default stays out of the options
+     * that shards of one run must share. */
+    char golden_buf[4200];
+    if (c->o.golden_dir == NULL) {
+        const char *g = kv_golden_dir_default(golden_buf, sizeof golden_buf,
+                                              c->o.list_only || c->o.regen_golden || c->perf ? NULL : stderr);
+        if (strcmp(g, KV_DRIVER_DEFAULT_GOLDEN_DIR) != 0) c->o.golden_dir = g;
+    }
     c->o.filters = c->filters;
     c->o.nfilters = c->nfilters;
+    c->o.filters_out = c->filters_out;
+    c->o.nfilters_out = c->nfilters_out;
     int rc = kv_driver_run(&c->o, &cases, stdout);
+    /* A run that wrote its reports (exit 0 or 1) hands Bazel its JUnit. */
+    if ((rc == 0 || rc == 1) && !c->o.list_only && !c->perf &&
+        kv_ci_xml_output(c->o.report_dir ? c->o.report_dir : KV_DRIVER_DEFAULT_REPORT_DIR) != KV_OK) {
+        fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+        rc = 2;
+    }
     kv_case_list_free(&cases);
     kv_path_list_free(&files);
     if (c->compare_old != NULL && (rc == 0 || rc == 1)) {
@@ -688,9 +725,10 @@ int main(int argc, char **argv) {
     kv_perf_options_init(&c.perf_o);
     kv_runcmp_policy_init(&c.cmp);
     c.filters = calloc((size_t)argc, sizeof *c.filters);
+    c.filters_out = calloc((size_t)argc, sizeof *c.filters_out);
     c.backends = calloc((size_t)argc, sizeof *c.backends);
     c.paths = calloc((size_t)argc, sizeof *c.paths);
-    if (c.filters == NULL || c.paths == NULL || c.backends == NULL) {
+    if (c.filters == NULL || c.filters_out == NULL || c.paths == NULL || c.backends == NULL) {
         fprintf(stderr, "kvrun: out of memory\n");
         return 1;
     }
@@ -714,6 +752,7 @@ int main(int argc, char **argv) {
         }
     }
     free(c.filters);
+    free(c.filters_out);
     free(c.backends);
     for (int i = 0; i < c.nrequire_text; i++) free(c.require_text[i]);
     free(c.paths);

@@ -13,6 +13,7 @@
 #include "kv/dispatch.h"
 #include "runner/case/case_args.h"
 #include "runner/case/grammar.h"
+#include "runner/case/suggest.h"
 #include "runner/program/program.h"
 
 /* ---- defaults ---- */
@@ -154,6 +155,20 @@ static kv_status kv_op_check(const kv_option_ctx *ctx, int axis, const kv_spec_a
         }
         n += snprintf(hint + n, sizeof hint - (size_t)n, "%s%s", n ? ", " : " (did you mean ",
                       s->full_name);
+    }
+    /* No overload of that name: the ops within a few edits ("ad.Tensor"
+     * for "add.Tensor"), the nearest ones only. */
+    const bool overloads = n > 0;
+    int best = KV_SUGGEST_MAX_EDITS + 1;
+    for (int i = 0; !overloads && i < kv_op_count(); i++) {
+        const int d = kv_suggest_distance(alt->text, kv_op_schema(kv_op_at(i))->full_name);
+        if (d < best) best = d;
+    }
+    for (int i = 0, shown = 0; !overloads && best <= KV_SUGGEST_MAX_EDITS && i < kv_op_count() && shown < 3; i++) {
+        const char *full = kv_op_schema(kv_op_at(i))->full_name;
+        if (kv_suggest_distance(alt->text, full) != best) continue;
+        shown++;
+        n += snprintf(hint + n, sizeof hint - (size_t)n, "%s%s", n ? ", " : " (did you mean ", full);
     }
     if (n > 0 && n < (int)sizeof hint - 1) snprintf(hint + n, sizeof hint - (size_t)n, "?)");
     return kv_spec_error(KV_ERR_UNKNOWN_OP, ctx->opt->file, ctx->opt->line, alt->cols[0],

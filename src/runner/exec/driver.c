@@ -22,6 +22,7 @@
 #include "runner/report/report.h"
 #include "runner/exec/budget.h"
 #include "runner/exec/progress.h"
+#include "runner/exec/last_failed.h"
 #include "runner/exec/resume.h"
 #include "runner/exec/retry.h"
 
@@ -56,6 +57,14 @@ kv_status kv_driver_options_check(const kv_driver_options *o) {
     if (o->nfilters < 0 || (o->nfilters > 0 && o->filters == NULL)) {
         return kv_error(KV_ERR_INVALID_ARG, "driver: argument 'filters': NULL with a count of %d", o->nfilters);
     }
+    if (o->nfilters_out < 0 || (o->nfilters_out > 0 && o->filters_out == NULL))
+        return kv_error(KV_ERR_INVALID_ARG, "driver: argument 'filters_out': NULL with a count of %d",
+                        o->nfilters_out);
+    /* The interrupted run's results.jsonl is this run's: its failures are
+     * not the ones the run started from. */
+    if (o->resume && o->last_failed)
+        return kv_error(KV_ERR_INVALID_ARG, "--last-failed does not apply to --resume (give the same arguments "
+                                            "without --last-failed)");
     return KV_OK;
 }
 
@@ -247,11 +256,17 @@ kv_status kv_driver_select(const kv_driver_options *o, const kv_case_list *cases
                            FILE *err) {
     *sel = NULL;
     *nsel = 0;
-    kv_filter filter = { 0 };
+    kv_filter filter = { 0 }, filter_out = { 0 };
+    kv_id_set failed = { 0 };
     kv_status st = KV_OK;
     for (int i = 0; st == KV_OK && i < o->nfilters; i++) st = kv_filter_add(&filter, o->filters[i]);
+    for (int i = 0; st == KV_OK && i < o->nfilters_out; i++) st = kv_filter_add(&filter_out, o->filters_out[i]);
+    if (st == KV_OK && (o->last_failed || o->failed_first))
+        st = kv_last_failed_load(o->report_dir ? o->report_dir : KV_DRIVER_DEFAULT_REPORT_DIR, o->last_failed,
+                                 &failed);
     if (st != KV_OK) {
         kv_filter_free(&filter);
+        kv_filter_free(&filter_out);
         return st;
     }
     const int n = cases->n;
@@ -296,8 +311,20 @@ kv_status kv_driver_select(const kv_driver_options *o, const kv_case_list *cases
         int j = 0, m = 0;
         for (int i = 0; i < n; i++) {
             if (!keep[i] || !kv_filter_match(&filter, ids[i])) continue;
+            if (filter_out.n > 0 && kv_filter_match(&filter_out, ids[i])) continue;
+            if (o->last_failed && !kv_id_set_has(&failed, ids[i])) continue;
             if (o->shard_n <= 0 || j % o->shard_n == o->shard_k - 1) out[m++] = i;
             j++;
+        }
+        /* A stable partition: failed cases first, each part in file order. */
+        if (o->failed_first && failed.n > 0) {
+            int f = 0;
+            for (int i = 0; i < m; i++) {
+                if (!kv_id_set_has(&failed, ids[out[i]])) continue;
+                const int v = out[i];
+                memmove(&out[f + 1], &out[f], (size_t)(i - f) * sizeof *out);
+                out[f++] = v;
+            }
         }
         *sel = out;
         *nsel = m;
@@ -309,7 +336,52 @@ kv_status kv_driver_select(const kv_driver_options *o, const kv_case_list *cases
     free(keep);
     free(out);
     kv_filter_free(&filter);
+    kv_filter_free(&filter_out);
+    kv_id_set_free(&failed);
     return st;
+}
+
+/* Why a selection came out empty, when it can be told: a glob without a
+ * wildcard must match the whole ID ("mul.Tensor" selects nothing, every
+ * ID goes on with its options), so the nearest wider glob that selects
+ * cases is named with its count; --last-failed after a green run says so. */
+static void kv_select_hint(const kv_driver_options *o, const kv_case_list *cases, FILE *err) {
+    if (o->last_failed) {
+        kv_id_set failed = { 0 };
+        const char *dir = o->report_dir ? o->report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
+        if (kv_last_failed_load(dir, true, &failed) == KV_OK)
+            fprintf(err, "kvrun: hint: --last-failed: the previous run in %s/ had %d failed case%s (of %d rows)%s\n", dir,
+                    failed.n, failed.n == 1 ? "" : "s", failed.rows,
+                    failed.n > 0 ? "; none of them is among these cases and filters" : "");
+        kv_id_set_free(&failed);
+    }
+    for (int p = 0; p < o->nfilters; p++) {
+        const char *pat = o->filters[p];
+        if (strncmp(pat, "re:", 3) == 0 || strpbrk(pat, "*?") != NULL) continue;
+        /* The op's cases, then any ID starting so, then containing it. */
+        static const char *const forms[][2] = { { "", "(*" }, { "", "*" }, { "*", "*" } };
+        for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+            char wider[KV_CASE_ID_MAX + 8];
+            snprintf(wider, sizeof wider, "%s%s%s", forms[f][0], pat, forms[f][1]);
+            kv_filter one = { 0 };
+            if (kv_filter_add(&one, wider) != KV_OK) break;
+            int hits = 0;
+            char example[KV_CASE_ID_MAX] = "";
+            for (int i = 0; i < cases->n; i++) {
+                char id[KV_CASE_ID_MAX];
+                kv_case_id(&cases->items[i], id, sizeof id);
+                if (!kv_filter_match(&one, id)) continue;
+                if (hits++ == 0) snprintf(example, sizeof example, "%s", id);
+            }
+            kv_filter_free(&one);
+            if (hits == 0) continue;
+            fprintf(err,
+                    "kvrun: hint: --filter=%s is a glob over the whole case ID (such as '%s'); "
+                    "--filter='%s' selects %d case%s\n",
+                    pat, example, wider, hits, hits == 1 ? "" : "s");
+            break;
+        }
+    }
 }
 
 /* ---- the run ---- */
@@ -362,6 +434,8 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     }
     if (o->regen_golden) kv_put_text(b, cap, &n, " regen-golden");
     for (int i = 0; i < o->nfilters; i++) kv_put_text(b, cap, &n, " filter=%s", o->filters[i]);
+    for (int i = 0; i < o->nfilters_out; i++) kv_put_text(b, cap, &n, " filter-out=%s", o->filters_out[i]);
+    if (o->last_failed) kv_put_text(b, cap, &n, " last-failed");
     if (o->baseline_path) kv_put_text(b, cap, &n, " baseline=%s", o->baseline_path);
     if (o->dump_dir) kv_put_text(b, cap, &n, " dump=%s", o->dump_dir);
     if (o->retry > 0) kv_put_text(b, cap, &n, " retry=%d flaky=%s", o->retry, o->flaky_fail ? "fail" : "pass");
@@ -592,6 +666,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         } else {
             fprintf(err, "kvrun: no cases selected: none of the %d cases passes the filter%s\n", cases->n,
                     o->shard_n > 0 ? " and the shard" : "");
+            kv_select_hint(o, cases, err);
         }
         free(idx);
         return 2;
@@ -788,7 +863,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         }
     }
     if (store != NULL && o->regen_golden && st == KV_OK && stop == 0) {
-        const bool full = o->regen_full && o->nfilters == 0 && o->shard_n == 0;
+        const bool full = o->regen_full && o->nfilters == 0 && o->nfilters_out == 0 && !o->last_failed && o->shard_n == 0;
         kv_golden_summary sum;
         memset(&sum, 0, sizeof sum);
         if (kv_golden_save(store, full, &sum) != KV_OK) {

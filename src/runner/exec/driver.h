@@ -18,11 +18,15 @@
  *      dropped duplicate is counted and the first few are named in a
  *      warning (an ID is what reports, baselines and golden lookup key
  *      on, so two runs of one ID could only collide);
- *   2. --filter (runner/filter.h): any pattern matches;
+ *   2. --filter (runner/filter.h): any pattern matches, and no
+ *      --filter-out pattern does; --last-failed: the case failed in the
+ *      previous run in the report folder (runner/exec/last_failed.h);
  *   3. --shard=K/N: the j-th case left after 1 and 2 (0-based, in
  *      collection order) belongs to shard K when j % N == K - 1. So the N
  *      shards partition the selection, are deterministic for the same
  *      inputs on every machine, and stay balanced under any filter.
+ *   4. --failed-first: the cases of the shard that failed in the previous
+ *      run move to the front, each group in collection order.
  *   Zero cases selected (also: zero cases in the input) is a usage error,
  *   exit 2, "no cases selected": a green run that ran nothing would hide a
  *   broken filter or an empty shard matrix.
@@ -118,6 +122,14 @@ typedef struct kv_driver_options {
      * (runner/exec/budget.h). */
     double deadline_seconds;
     int max_failures;
+    /* --filter-out=PAT (repeatable, the --filter syntax): a case matching
+     * any of them is left out, whatever --filter selected. */
+    const char *const *filters_out;
+    int nfilters_out;
+    /* --last-failed: only the cases the previous run in report_dir did not
+     * pass; --failed-first: those first, then the rest
+     * (runner/exec/last_failed.h). */
+    bool last_failed, failed_first;
 } kv_driver_options;
 
 /* Every field at its default. */
@@ -143,6 +155,15 @@ int kv_driver_backend_names(const char **names, int cap);
  * the CI engine's environment; `source` says which variable gave them.
  * KV_ERR_INVALID_ARG naming the variable on a bad or missing value. */
 kv_status kv_shard_auto(const char *spec, int *k, int *n, char *source, size_t cap);
+/* ci_outputs.c: Bazel's XML_OUTPUT_FILE, when set, gets a copy of the
+ * run's REPORT_DIR/junit.xml (Bazel reads the test's JUnit there). Unset:
+ * nothing; empty, or a copy that fails: KV_ERR_INVALID_ARG naming it. */
+kv_status kv_ci_xml_output(const char *report_dir);
+/* golden_find.c: the golden store when --golden-dir is not given:
+ * ./golden when it holds a MANIFEST, else EXE/../golden when that does
+ * (said on `err`), else ./golden with a warning on `err` saying what
+ * that means (may be NULL: silent). `buf` holds the path it returns. */
+const char *kv_golden_dir_default(char *buf, size_t cap, FILE *err);
 /* fingerprint.c: meta->fingerprint from the options, every input case
  * (before filter and shard), the library's switches, meta->backends
  * (filled first) and the KV_* environment. */

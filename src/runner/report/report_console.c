@@ -52,9 +52,9 @@ void kv_report_put_problem(FILE *out, const kv_check_result *r) {
         kv_report_fmt_double(m->got, g, sizeof g);
         kv_report_fmt_double(m->abs_err, a, sizeof a);
         kv_report_fmt_double(m->rel_err, rel, sizeof rel);
-        if (m->ulps < 0) snprintf(u, sizeof u, "n/a");
-        else kv_report_fmt_double(m->ulps, u, sizeof u);
-        fprintf(out, INDENT "at %s: expected %s, got %s (abs err %s, rel err %s, ulp %s)\n", idx, e, g, a, rel, u);
+        kv_report_fmt_ulp(m, u, sizeof u);
+        fprintf(out, INDENT "at %s: expected %s, got %s (abs err %s, rel err %s, %s%s)\n", idx, e, g, a, rel,
+                strcmp(u, "sign differs") != 0 ? "ulp " : "", u);
     }
     if (r->mismatched > nm && nm > 0)
         fprintf(out, INDENT "... and %lld more\n", (long long)(r->mismatched - nm));
@@ -195,6 +195,7 @@ void kv_report_console_agg(FILE *out, const kv_report_agg *a, const kv_report_me
         kv_report_hits_format(&a->hits[g], line, (int)sizeof line);
         fprintf(out, "== fast-path hit rate, %s\n", line);
     }
+    kv_report_short_summary(out, kept);
     /* FLAKY only when there is one: the line stays what scripts grep. */
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
         if (s != KV_RESULT_FLAKY || c[s] > 0)

@@ -7,6 +7,7 @@
  * green suite). All text from results goes through kv_report_put_escaped. */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
+#include "runner/report/report_groups.h"
 #include "runner/report/report_agg.h"
 #include "runner/report/plot.h"
 
@@ -119,14 +120,22 @@ static void put_double_cell(FILE *f, double v, bool ulp) {
 }
 
 /* `heat`: the plot of where its output differs (plot.h), -1 for none. */
-static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, int heat) {
-    fputs("<div class=\"problem\">\n<h3>", f);
+/* `ordinal`: the row's place among the failing rows, the anchor the index
+ * of groups links to (-1: none, a flaky row). */
+static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, int heat, int ordinal) {
+    if (ordinal >= 0) fprintf(f, "<div class=\"problem\" id=\"f%d\">\n<h3>", ordinal);
+    else fputs("<div class=\"problem\">\n<h3>", f);
     fprintf(f, "<span class=\"st-%s\">%s</span> <code>", kv_result_status_name(r->status), kv_result_status_name(r->status));
     kv_report_put_escaped(f, r->case_id, false);
-    fputs("</code></h3>\n<table><tr><th>check</th><th>backend</th><th>dtype</th><th>seconds</th></tr>\n<tr><td>", f);
+    fputs("</code></h3>\n<table><tr><th>check</th><th>backend</th><th>layout</th><th>dtype</th><th>seconds</th></tr>\n"
+          "<tr><td>", f);
     kv_report_put_escaped(f, r->check, false);
     fputs("</td><td>", f);
     kv_report_put_escaped(f, r->backend, false);
+    char layout[KV_GROUP_VALUE_MAX];
+    kv_report_layout_of(r->case_id, layout, sizeof layout);
+    fputs("</td><td>", f);
+    kv_report_put_escaped(f, layout, false);
     fprintf(f, "</td><td>%s</td><td class=\"num\">%.3f</td></tr></table>\n", kv_dtype_name(r->dtype), r->seconds);
     if (r->status == KV_RESULT_XPASS && !r->message[0])
         fputs("<p>Passed, but the baseline expects it to fail: the baseline entry is stale.</p>\n", f);
@@ -156,7 +165,9 @@ static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, in
             put_double_cell(f, m->got, false);
             put_double_cell(f, m->abs_err, false);
             put_double_cell(f, m->rel_err, false);
-            put_double_cell(f, m->ulps, true);
+            char u[40];
+            kv_report_fmt_ulp(m, u, sizeof u);
+            fprintf(f, "<td class=\"num\">%s</td>", u);
             fputs("</tr>\n", f);
         }
         fputs("</table>\n", f);
@@ -178,14 +189,64 @@ static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, in
 /* Failures shown in full; the rest are counted (a run with thousands of
  * failures would otherwise make a page nobody can open). */
 #define HTML_MAX_PROBLEMS 200
+/* Groups listed in the index; the rest are counted. */
+#define HTML_MAX_GROUPS 200
+
+static void put_values(FILE *f, const char vals[][KV_GROUP_VALUE_MAX], int n, int more) {
+    fputs("<td>", f);
+    for (int i = 0; i < n; i++) {
+        if (i) fputc(' ', f);
+        kv_report_put_escaped(f, vals[i], false);
+    }
+    if (more > 0) fputs(" &#8230;", f);
+    fputs("</td>", f);
+}
+
+/* The failing rows by (op, check, backend) (report_groups.h), above the
+ * cards: one line per group with its layouts and dtypes, linked to its
+ * first card when that one is shown. */
+static void put_failure_groups(FILE *f, const kv_report_agg *a) {
+    kv_report_groups gs;
+    if (kv_report_groups_of(&a->kept, HTML_MAX_GROUPS, &gs) != KV_OK || gs.nbad == 0) {
+        kv_report_groups_free(&gs);
+        return;
+    }
+    fprintf(f,
+            "<h3 id=\"groups\">By op, check and backend: %lld failing rows in %lld groups</h3>\n<table>\n"
+            "<tr><th>status</th><th>op</th><th>check</th><th>backend</th><th>rows</th><th>layouts</th>"
+            "<th>dtypes</th><th>first</th></tr>\n",
+            (long long)gs.nbad, (long long)(gs.n + gs.more_groups));
+    for (int k = 0; k < gs.n; k++) {
+        const kv_report_group *g = &gs.items[k];
+        const char *st = kv_result_status_name(kv_report_group_worst(g));
+        fprintf(f, "<tr><td class=\"st-%s\">%s</td><td><code>", st, st);
+        kv_report_put_escaped(f, g->first->op, false);
+        fputs("</code></td><td>", f);
+        kv_report_put_escaped(f, g->first->check, false);
+        fputs("</td><td>", f);
+        kv_report_put_escaped(f, g->first->backend, false);
+        fprintf(f, "</td><td class=\"num\">%lld</td>", (long long)g->rows);
+        put_values(f, g->layouts, g->nlayouts, g->more_layouts);
+        put_values(f, g->dtypes, g->ndtypes, g->more_dtypes);
+        if (g->first_ordinal < HTML_MAX_PROBLEMS) fprintf(f, "<td><a href=\"#f%lld\">card</a></td></tr>\n", (long long)g->first_ordinal);
+        else fputs("<td>" KV_REPORT_FAILURES "</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+    if (gs.more_groups > 0)
+        fprintf(f, "<p>... and %lld more groups (%lld rows): every row is in <code>" KV_REPORT_FAILURES "</code>.</p>\n",
+                (long long)gs.more_groups, (long long)gs.more_rows);
+    kv_report_groups_free(&gs);
+}
 
 static void put_failures(FILE *f, const kv_report_agg *a, kv_plot_batch *pb, const int *heat) {
     const kv_result_list *results = &a->kept;
     fputs("<h2 id=\"failures\">Failures</h2>\n", f);
+    put_failure_groups(f, a);
     int n = 0;
     for (int i = 0; i < results->n; i++) {
         if (!kv_result_status_is_bad(results->items[i].status)) continue;
-        if (n++ < HTML_MAX_PROBLEMS) put_problem(f, &results->items[i], pb, heat[i]);
+        if (n < HTML_MAX_PROBLEMS) put_problem(f, &results->items[i], pb, heat[i], n);
+        n++;
     }
     if (n == 0) fputs("<p>None.</p>\n", f);
     if (n > HTML_MAX_PROBLEMS)
@@ -198,7 +259,7 @@ static void put_failures(FILE *f, const kv_report_agg *a, kv_plot_batch *pb, con
     for (int i = 0; i < results->n; i++) {
         if (results->items[i].status != KV_RESULT_FLAKY) continue;
         if (nf++ == 0) fputs("<h2 id=\"flaky\">Flaky (failed, then passed on a retry)</h2>\n", f);
-        if (nf <= HTML_MAX_PROBLEMS) put_problem(f, &results->items[i], pb, heat[i]);
+        if (nf <= HTML_MAX_PROBLEMS) put_problem(f, &results->items[i], pb, heat[i], -1);
     }
     if (nf > HTML_MAX_PROBLEMS)
         fprintf(f, "<p>... and %d more flaky rows, in <code>" KV_REPORT_JSONL "</code>.</p>\n", nf - HTML_MAX_PROBLEMS);

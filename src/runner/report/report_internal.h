@@ -31,6 +31,10 @@ void kv_report_file_discard(kv_report_file *rf);
 /* Shortest text that reads back as the same double ("0.1", "1e-07");
  * "nan", "inf", "-inf" for the non-finite values. */
 void kv_report_fmt_double(double v, char *buf, int cap);
+/* report_ulp.c: a mismatching element's ulp distance: the number, "n/a"
+ * when meaningless, "sign differs" between nonzero finite values of
+ * opposite signs (the count through zero says nothing more). */
+void kv_report_fmt_ulp(const kv_mismatch *m, char *buf, int cap);
 /* "[0,3]" for a mismatch's multi-index, "[]" for 0-dim. */
 void kv_report_fmt_index(const kv_mismatch *m, char *buf, int cap);
 /* "2024-05-01T12:00:00Z", or "-" for 0. */
@@ -52,6 +56,13 @@ void kv_report_put_escaped(FILE *f, const char *s, bool attr);
 /* The console block of one result (status and case ID, check, message,
  * mismatches, repro), which JUnit reuses as its failure text. */
 void kv_report_put_problem(FILE *out, const kv_check_result *r);
+/* report_short.c: the grouped short summary of the failing rows among
+ * `kept`, the console's last block before the counts; nothing when none
+ * fails. */
+void kv_report_short_summary(FILE *out, const kv_result_list *kept);
+/* Whether `out` gets ANSI colour: a terminal, and NO_COLOR unset or empty
+ * (no-color.org). */
+bool kv_report_use_color(FILE *out);
 
 /* One results.jsonl line for r, without its newline (report_jsonl.c);
  * malloc'd, NULL when out of memory. */

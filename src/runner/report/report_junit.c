@@ -8,6 +8,8 @@
  *                               dashboard shows known failures as such
  *                               (and the run still passes)
  *   PASS                     -> passing testcase
+ * The repro line (<system-out>) is on every testcase that is not PASS,
+ * SKIP or UNSUPPORTED.
  *   FLAKY                    -> under --flaky=pass (the default) a passing
  *                               testcase holding <flakyFailure type="FLAKY"
  *                               message=how it failed first>, Maven
@@ -72,14 +74,20 @@ static const char *short_message(const kv_check_result *r) {
     return kv_result_status_name(r->status);
 }
 
-static void put_testcase(FILE *f, const kv_check_result *r, bool flaky_fail) {
-    fputs("    <testcase name=\"", f);
+/* Writes one testcase and counts it in `c` (time aside: the suite's
+ * time is the aggregate's). */
+static void put_testcase(FILE *f, const kv_check_result *r, bool flaky_fail, suite_counts *c) {
+    /* Compact, as a full run has 80,000 testcases: no indent, and the time
+     * in milliseconds, left out below half of one (what dashboards show
+     * as 0 anyway; the suite's time= keeps the total). */
+    fputs("<testcase name=\"", f);
     kv_report_put_escaped(f, r->case_id, true);
     fputs("\" classname=\"", f);
     kv_report_put_escaped(f, r->op, true);
     fputc('.', f);
     kv_report_put_escaped(f, r->check, true);
-    fprintf(f, "\" time=\"%.6f\"", r->seconds);
+    fputc('"', f);
+    if (r->seconds >= 0.0005) fprintf(f, " time=\"%.3f\"", r->seconds);
     const char *tag = NULL;
     switch (r->status) {
     case KV_RESULT_FAIL:
@@ -94,22 +102,35 @@ static void put_testcase(FILE *f, const kv_check_result *r, bool flaky_fail) {
     case KV_RESULT_FLAKY: tag = flaky_fail ? "failure" : "flakyFailure"; break;
     case KV_RESULT_PASS: break;
     }
-    const bool has_out = r->repro[0] != '\0' || r->output[0] != '\0';
+    c->tests++;
+    if (tag != NULL && strcmp(tag, "failure") == 0) c->failures++;
+    else if (tag != NULL && strcmp(tag, "error") == 0) c->errors++;
+    else if (tag != NULL && strcmp(tag, "skipped") == 0) c->skipped++;
+    /* The repro line only where there is something to reproduce: on a
+     * passing testcase it was over half of a full run's junit.xml. A skip
+     * (SKIP, UNSUPPORTED) has nothing to reproduce; XFAIL has. */
+    const bool repro = r->repro[0] != '\0' && tag != NULL && r->status != KV_RESULT_SKIP &&
+                       r->status != KV_RESULT_UNSUPPORTED;
+    const bool has_out = repro || r->output[0] != '\0';
     if (tag == NULL && !has_out) {
         fputs("/>\n", f);
         return;
     }
     fputs(">\n", f);
     if (tag != NULL) {
-        fprintf(f, "      <%s type=\"%s\" message=\"", tag, kv_result_status_name(r->status));
+        fprintf(f, "<%s type=\"%s\" message=\"", tag, kv_result_status_name(r->status));
         kv_report_put_escaped(f, short_message(r), true);
-        fputs("\">", f);
-        if (strcmp(tag, "skipped") != 0) put_details(f, r);
-        fprintf(f, "</%s>\n", tag);
+        if (strcmp(tag, "skipped") == 0) {
+            fputs("\"/>\n", f);
+        } else {
+            fputs("\">", f);
+            put_details(f, r);
+            fprintf(f, "</%s>\n", tag);
+        }
     }
     if (has_out) {
-        fputs("      <system-out>", f);
-        if (r->repro[0]) {
+        fputs("<system-out>", f);
+        if (repro) {
             fputs("repro: ", f);
             kv_report_put_escaped(f, r->repro, false);
             fputc('\n', f);
@@ -122,7 +143,7 @@ static void put_testcase(FILE *f, const kv_check_result *r, bool flaky_fail) {
         }
         fputs("</system-out>\n", f);
     }
-    fputs("    </testcase>\n", f);
+    fputs("</testcase>\n", f);
 }
 
 static void put_properties(FILE *f, const kv_report_meta *meta) {
@@ -144,21 +165,6 @@ static void put_properties(FILE *f, const kv_report_meta *meta) {
     fputs("\"/>\n    </properties>\n", f);
 }
 
-/* The counts of one suite (or, with op < 0, of all) from the aggregate. */
-static suite_counts counts_of(const kv_report_agg *a, int op, bool flaky_fail) {
-    suite_counts c = { 0 };
-    for (int o = 0; o < a->nops; o++) {
-        if (op >= 0 && o != op) continue;
-        const int64_t *n = a->ops[o].status;
-        for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) c.tests += n[s];
-        c.failures += n[KV_RESULT_FAIL] + n[KV_RESULT_XPASS] + (flaky_fail ? n[KV_RESULT_FLAKY] : 0);
-        c.errors += n[KV_RESULT_ERROR] + n[KV_RESULT_CRASH] + n[KV_RESULT_TIMEOUT];
-        c.skipped += n[KV_RESULT_SKIP] + n[KV_RESULT_XFAIL] + n[KV_RESULT_UNSUPPORTED];
-        c.seconds += a->ops[o].seconds;
-    }
-    return c;
-}
-
 /* A suite's testcases wait in memory up to this many bytes, then go to
  * the spool file as one block: memory stays (ops x this), whatever the
  * number of rows. */
@@ -168,7 +174,22 @@ typedef struct spool_op {
     FILE *mem;
     char *buf;
     size_t len;
+    suite_counts counts;     /* of the testcases written (a fold is one) */
 } spool_op;
+
+/* The rows of one case's per-variant check ("variants:CPU/avx2", ...)
+ * that pass or skip become one testcase, "op.variants:CPU": a full run
+ * has 21,000 such rows, most of them passing, and a dashboard needs the
+ * failing variants, each still a testcase of its own. results.jsonl keeps
+ * every row. */
+typedef struct junit_fold {
+    bool active;
+    int op;
+    int n, nskip;
+    double seconds;
+    kv_check_result row;     /* the first row, its check cut at the '/' */
+    char check[64];          /* the first row's whole check, for a fold of one */
+} junit_fold;
 
 typedef struct spool_block {
     int op;
@@ -184,7 +205,26 @@ struct kv_junit_spool {
     int nops, cap_ops;
     spool_block *blocks;
     int nblocks, cap_blocks;
+    junit_fold fold;
 };
+
+/* The counts of one suite (or, with op < 0, of all): of the testcases
+ * written, so a fold counts once; the time from the aggregate. */
+static suite_counts counts_of(const kv_junit_spool *s, const kv_report_agg *a, int op) {
+    suite_counts c = { 0 };
+    for (int o = 0; o < a->nops; o++) {
+        if (op >= 0 && o != op) continue;
+        if (o < s->nops) {
+            const suite_counts *n = &s->ops[o]->counts;
+            c.tests += n->tests;
+            c.failures += n->failures;
+            c.errors += n->errors;
+            c.skipped += n->skipped;
+        }
+        c.seconds += a->ops[o].seconds;
+    }
+    return c;
+}
 
 kv_junit_spool *kv_junit_spool_new(bool flaky_fail) {
     kv_junit_spool *s = calloc(1, sizeof *s);
@@ -245,6 +285,36 @@ static kv_status spool_flush(kv_junit_spool *s, int op) {
     return st;
 }
 
+/* One testcase into its op's pending block. */
+static kv_status spool_put(kv_junit_spool *s, int op, const kv_check_result *r) {
+    spool_op *o = s->ops[op];
+    if (o->mem == NULL && (o->mem = open_memstream(&o->buf, &o->len)) == NULL)
+        return kv_error(KV_ERR_OOM, "junit.xml: out of memory");
+    put_testcase(o->mem, r, s->flaky_fail, &o->counts);
+    if (fflush(o->mem) != 0) return kv_error(KV_ERR_OOM, "junit.xml: out of memory");
+    return o->len >= JUNIT_BLOCK_BYTES ? spool_flush(s, op) : KV_OK;
+}
+
+/* The folded rows as one testcase: passing when any passed, else skipped
+ * with the first row's reason and the count. */
+static kv_status fold_flush(kv_junit_spool *s) {
+    junit_fold *fo = &s->fold;
+    if (!fo->active) return KV_OK;
+    fo->active = false;
+    kv_check_result *r = &fo->row;
+    r->seconds = fo->seconds;
+    r->output[0] = '\0'; /* every row of a case carries it: on its other testcases */
+    if (fo->n == 1) snprintf(r->check, sizeof r->check, "%s", fo->check);
+    if (fo->nskip < fo->n) {
+        r->status = KV_RESULT_PASS;
+    } else if (fo->n > 1) {
+        char first[KV_RESULT_MESSAGE_MAX];
+        snprintf(first, sizeof first, "%s", r->message);
+        snprintf(r->message, sizeof r->message, "all %d variants skipped; the first: %.900s", fo->n, first);
+    }
+    return spool_put(s, fo->op, r);
+}
+
 kv_status kv_junit_spool_add(kv_junit_spool *s, int op, const kv_check_result *r) {
     if (op < 0) return kv_error(KV_ERR_INVALID_ARG, "junit.xml: a row of '%s' without an op index", r->case_id);
     while (s->nops <= op) {
@@ -258,12 +328,32 @@ kv_status kv_junit_spool_add(kv_junit_spool *s, int op, const kv_check_result *r
         if ((s->ops[s->nops] = calloc(1, sizeof **s->ops)) == NULL) return kv_error(KV_ERR_OOM, "junit.xml: out of memory");
         s->nops++;
     }
-    spool_op *o = s->ops[op];
-    if (o->mem == NULL && (o->mem = open_memstream(&o->buf, &o->len)) == NULL)
-        return kv_error(KV_ERR_OOM, "junit.xml: out of memory");
-    put_testcase(o->mem, r, s->flaky_fail);
-    if (fflush(o->mem) != 0) return kv_error(KV_ERR_OOM, "junit.xml: out of memory");
-    return o->len >= JUNIT_BLOCK_BYTES ? spool_flush(s, op) : KV_OK;
+    const char *slash = strchr(r->check, '/');
+    const bool foldable = slash != NULL && (r->status == KV_RESULT_PASS || r->status == KV_RESULT_SKIP);
+    junit_fold *fo = &s->fold;
+    if (fo->active && (!foldable || fo->op != op || strcmp(fo->row.case_id, r->case_id) != 0 ||
+                       strncmp(fo->row.check, r->check, (size_t)(slash - r->check)) != 0 ||
+                       fo->row.check[slash - r->check] != '\0')) {
+        const kv_status st = fold_flush(s);
+        if (st != KV_OK) return st;
+    }
+    if (foldable) {
+        if (!fo->active) {
+            fo->active = true;
+            fo->op = op;
+            fo->n = fo->nskip = 0;
+            fo->seconds = 0;
+            fo->row = *r;
+            snprintf(fo->check, sizeof fo->check, "%s", r->check);
+            fo->row.check[slash - r->check] = '\0';
+            fo->row.repro[0] = '\0';
+        }
+        fo->n++;
+        fo->nskip += r->status == KV_RESULT_SKIP;
+        fo->seconds += r->seconds;
+        return KV_OK;
+    }
+    return spool_put(s, op, r);
 }
 
 /* Copies the spool's bytes [off, off+len) to f. */
@@ -288,7 +378,7 @@ kv_status kv_junit_spool_write(kv_junit_spool *s, const kv_report_agg *a, const 
         kv_report_meta_init(&empty);
         meta = &empty;
     }
-    kv_status st = KV_OK;
+    kv_status st = fold_flush(s);
     for (int o = 0; o < s->nops && st == KV_OK; o++) st = spool_flush(s, o);
     if (st == KV_OK && fflush(s->file) != 0)
         st = kv_error(KV_ERR_INVALID_ARG, "junit.xml: writing its temporary file: %s", strerror(errno));
@@ -297,7 +387,7 @@ kv_status kv_junit_spool_write(kv_junit_spool *s, const kv_report_agg *a, const 
     st = kv_report_file_open(&rf, path);
     if (st != KV_OK) return st;
     FILE *f = rf.f;
-    const suite_counts total = counts_of(a, -1, s->flaky_fail);
+    const suite_counts total = counts_of(s, a, -1);
     char ts[64];
     kv_report_fmt_time(meta->start_time, ts, sizeof ts);
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kvsuite", f);
@@ -306,10 +396,13 @@ kv_status kv_junit_spool_write(kv_junit_spool *s, const kv_report_agg *a, const 
         kv_report_put_escaped(f, meta->run_name, true);
     }
     fputc('"', f);
-    put_counts(f, &total);
+    /* No skipped= here: junit-10.xsd (Jenkins xUnit, tests/junit-10.xsd)
+     * allows it on <testsuite> only; each suite carries its count. */
+    fprintf(f, " tests=\"%lld\" failures=\"%lld\" errors=\"%lld\" time=\"%.6f\"", (long long)total.tests,
+            (long long)total.failures, (long long)total.errors, total.seconds);
     fputs(">\n", f);
     for (int o = 0; o < a->nops && st == KV_OK; o++) {
-        const suite_counts c = counts_of(a, o, s->flaky_fail);
+        const suite_counts c = counts_of(s, a, o);
         fputs("  <testsuite name=\"", f);
         kv_report_put_escaped(f, a->ops[o].op, true);
         fputc('"', f);
