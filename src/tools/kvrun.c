@@ -118,6 +118,8 @@ static void usage(FILE *f) {
             "                      fatal (KV_BACKEND_PROBE_TIMEOUT, default 30 s)\n"
             "  --require-backend=NAME[,NAME]  fail the run (ERROR rows) unless these\n"
             "                      backends are available; repeatable\n"
+            "  --require-support   fail the run (ERROR rows) unless every (op, dtype) a\n"
+            "                      loaded plugin declares (docs/bringup.md) passed\n"
             "  --accel-target=NAME the accel device's target: any loaded backend by its\n"
             "                      name (cpu, sim, cuda, a plugin's own name) or auto;\n"
             "                      the same as KV_ACCEL_TARGET\n"
@@ -281,6 +283,7 @@ static const kv_flag kv_flags[] = {
     { "flaky", KV_FLAG_VALUE, false },    { "verbose", KV_FLAG_BOOL, false },
     { "quiet", KV_FLAG_BOOL, false },     { "resume", KV_FLAG_BOOL, false },
     { "deadline", KV_FLAG_VALUE, false },  { "max-failures", KV_FLAG_VALUE, false },
+    { "require-support", KV_FLAG_BOOL, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -455,6 +458,8 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
     } else if (strcmp(n, "max-failures") == 0) {
         if (kv_parse_int(v, 1, 1000000000, &c->o.max_failures) != 0)
             return kv_usage_error("--max-failures=%s: must be a whole number from 1 to 1000000000", v);
+    } else if (strcmp(n, "require-support") == 0) {
+        c->o.require_support = true;
     } else if (strcmp(n, "resume") == 0) {
         c->o.resume = true;
     } else if (strcmp(n, "dump") == 0) {
