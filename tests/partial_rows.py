@@ -3,15 +3,18 @@
 whole suite gave a partial backend, read from its results.jsonl.
 
     partial_rows.py RESULTS.jsonl NAME OP[,OP...]
+    partial_rows.py --accel-only RESULTS.jsonl NAME
 
-NAME is the plugin's backend name and the run's accel target; OPs are the
-ops it has kernels for. Fails (exit 1, one line per reason) when:
+NAME is the plugin's backend name; OPs are the ops it has kernels for.
+Fails (exit 1, one line per reason) when:
   - any row of the run is FAIL, ERROR, CRASH, TIMEOUT or XPASS;
   - a row filed under NAME that is not UNSUPPORTED or SKIP is for an op
     outside OPs (a row the plugin has no kernel for);
   - an op of OPs has no PASS row under NAME (the plugin's kernels never
     ran: a check that passes on an empty corpus proves nothing);
-  - there are no accel rows (the run never used it as the accel target).
+  - there are no accel rows (the run never used the accel device).
+With --accel-only (a run of the device=accel cases with NAME as the accel
+target, which files nothing under NAME) only the first and last apply.
 Prints the counts it read, which the test's log shows."""
 import collections
 import json
@@ -19,10 +22,15 @@ import sys
 
 
 def main(argv):
+    accel_only = len(argv) == 4 and argv[1] == "--accel-only"
     if len(argv) != 4:
-        print("usage: partial_rows.py RESULTS.jsonl NAME OP[,OP...]", file=sys.stderr)
+        print("usage: partial_rows.py RESULTS.jsonl NAME OP[,OP...] | --accel-only RESULTS.jsonl NAME",
+              file=sys.stderr)
         return 2
-    path, name, ops = argv[1], argv[2], set(argv[3].split(","))
+    if accel_only:
+        path, name, ops = argv[2], argv[3], set()
+    else:
+        path, name, ops = argv[1], argv[2], set(argv[3].split(","))
     bad_status = {"FAIL", "ERROR", "CRASH", "TIMEOUT", "XPASS"}
     counts = collections.Counter()
     own = collections.Counter()
@@ -52,6 +60,8 @@ def main(argv):
                                 f"{r['case_id']} (check {r['check']}): {r['message']}")
             elif st == "PASS":
                 passed.add(r["op"])
+    if accel_only and sum(own.values()) > 0:
+        problems.append(f"{sum(own.values())} rows under {name} in a run of accel cases only")
     for op in sorted(ops - passed):
         problems.append(f"no PASS row under {name} for {op}: its kernel never ran")
     if sum(accel.values()) == 0:

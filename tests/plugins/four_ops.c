@@ -175,7 +175,12 @@ KV_BACKEND_EXPORT int kv_backend_entry(kv_backend_desc *desc, int abi_version) {
     desc->abi_version = KV_BACKEND_ABI_VERSION;
     if (abi_version != KV_BACKEND_ABI_VERSION) return -1;
     host = desc->host;
-#ifdef FOUR_OPS_DECLARE
+#if defined FOUR_OPS_NO_FALLBACK
+    /* "fournofb" (tests/test_partial.sh): opted out of the loader's
+     * default staged fallback. */
+    snprintf(desc->name, sizeof desc->name, "fournofb");
+    desc->no_default_fallback = 1;
+#elif defined FOUR_OPS_DECLARE
     snprintf(desc->name, sizeof desc->name, "fourdecl");
     desc->support = fo_declared;
     desc->nsupport = (int)(sizeof fo_declared / sizeof fo_declared[0]);

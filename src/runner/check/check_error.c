@@ -12,11 +12,12 @@
  * UNSUPPORTED, since a backend may decline any call it does not implement
  * and cannot be asked to copy every argument check of the reference to
  * decline an invalid one; any other error kind, or a success, is a FAIL
- * naming the path, both codes and the message. The call path and the
- * built-in backends (CPU, accel's boxing shims) share one row, "error",
- * under the case's device; each plugin backend (SIM, CUDA, a loaded
+ * naming the path, both codes and the message. In a CPU case the call
+ * path and the built-in backends (CPU, accel's boxing shims) share one
+ * row, "error", under cpu, and each plugin backend (SIM, CUDA, a loaded
  * plugin) gets its own "error" row under its name, so a plugin's decline
- * or wrong error is filed under the plugin, never under cpu or accel. */
+ * or wrong error is filed under the plugin. A case on another device
+ * (the accel twins) has one row with every path. */
 #include <stdio.h>
 #include <string.h>
 
@@ -118,9 +119,12 @@ void kv_check_error_run(const kv_check_ctx *ctx) {
         const kv_device_type dt = (kv_device_type)k;
         if (kv_allocator_for(dt) == NULL || kv_op_entry_kind(ctx->op, (kv_key)k) != KV_ENTRY_KERNEL) continue;
         if (kv_inflight_excluded() & kv_keyset_of((kv_key)k)) continue; /* it crashed this case: the rerun */
-        /* A case on a plugin's own device has that path as its call. */
-        if (error_is_plugin((kv_key)k)) {
-            if (c->device.type != dt) error_plugin_row(ctx, (kv_key)k);
+        /* A CPU case files each plugin's path under the plugin. A case on
+         * another device (accel, whose twin on the CPU does that) keeps
+         * every path in its one row, as a case on a plugin's own device,
+         * whose call is the plugin's path, must. */
+        if (error_is_plugin((kv_key)k) && c->device.type == KV_DEVICE_CPU) {
+            error_plugin_row(ctx, (kv_key)k);
             continue;
         }
         if (wrong) continue; /* the row is decided; the plugins' rows still run */
