@@ -10,7 +10,8 @@
 #   3. --require-support is an ERROR row per declared pair no row passed,
 #      and for a plugin that declares nothing;
 #   4. a plugin that declares nothing keeps today's behaviour (four: the
-#      same selection exits 0; tests/test_partial.sh runs it on the suite).
+#      same selection exits 0; tests/test_partial.sh runs it on the suite);
+#   5. a declaration naming no op is refused at load (fourbad).
 . tests/ci/lib.sh
 set -f # the filters below hold brackets: no pathname expansion
 DECL=build/tests/partial/libfourdecl.so
@@ -43,4 +44,6 @@ expect 1 "four declares no supported (op, dtype) pairs" "--require-support with 
     $KVRUN --backend=$FOUR $RELU --require-support --report-dir="$T/r4"
 expect 0 "" "a plugin that declares nothing: its declines stay UNSUPPORTED (exit 0)" -- \
     $KVRUN --backend=$FOUR $SEL --report-dir="$T/r5"
+expect 1 "support[0] declares 'no_such_op', which is no op" "a declaration naming no op: the plugin does not load" -- \
+    $KVRUN --backend=build/tests/partial/libfourbad.so $RELU --report-dir="$T/r6"
 finish

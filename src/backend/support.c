@@ -18,8 +18,9 @@ kv_status kv_backend_support_check(const kv_backend_desc *d, const char *path) {
                             "backend '%s' (%s): support[%d] declares %s%s%s, which is no op; skipped", path, d->name,
                             i, s->op ? "'" : "", s->op ? s->op : "a NULL op", s->op ? "'" : "");
         if ((int)s->dtype < 0 || s->dtype >= KV_DTYPE_COUNT)
-            return kv_error(KV_ERR_INVALID_ARG, "backend '%s' (%s): support[%d] (%s) has dtype %d, which is no dtype; skipped",
-                            path, d->name, i, s->op, (int)s->dtype);
+            return kv_error(KV_ERR_INVALID_ARG,
+                            "backend '%s' (%s): support[%d] (%s) has dtype %d, which is no dtype; skipped", path,
+                            d->name, i, s->op, (int)s->dtype);
     }
     return KV_OK;
 }

@@ -147,7 +147,11 @@ static kv_status fo_sum(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return KV_OK;
 }
 
-#ifdef FOUR_OPS_DECLARE
+#ifdef FOUR_OPS_BAD_DECLARE
+/* "fourbad" (tests/test_declared.sh): declares an op that does not exist,
+ * which the loader refuses. */
+static const kv_backend_support fo_declared[] = { { "no_such_op", KV_F32 } };
+#elif defined FOUR_OPS_DECLARE
 /* "fourdecl", the declared-support test's build (tests/test_declared.sh):
  * the same kernels, declaring relu, mul.Tensor and exp in f32. relu keeps
  * the promise on contiguous inputs; mul.Tensor breaks it on broadcasts
@@ -180,6 +184,10 @@ KV_BACKEND_EXPORT int kv_backend_entry(kv_backend_desc *desc, int abi_version) {
      * default staged fallback. */
     snprintf(desc->name, sizeof desc->name, "fournofb");
     desc->no_default_fallback = 1;
+#elif defined FOUR_OPS_BAD_DECLARE
+    snprintf(desc->name, sizeof desc->name, "fourbad");
+    desc->support = fo_declared;
+    desc->nsupport = 1;
 #elif defined FOUR_OPS_DECLARE
     snprintf(desc->name, sizeof desc->name, "fourdecl");
     desc->support = fo_declared;
