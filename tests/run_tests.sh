@@ -48,6 +48,16 @@ count=$((count + 1))
 echo "=== bring-up"
 sh tests/test_bringup.sh || failed="$failed bringup"
 
+# Partial backends (docs/bringup.md, issue 21): hello_backend, a four-op
+# plugin and half SIM over the whole suite, as a backend and as the accel
+# target, get exactly their own rows; declared support's rules.
+count=$((count + 1))
+echo "=== partial backends"
+sh tests/test_partial.sh || failed="$failed partial"
+count=$((count + 1))
+echo "=== declared support"
+sh tests/test_declared.sh || failed="$failed declared"
+
 # The CLI script tests (exit codes, baselines, merges, shards, live
 # references, dumps): each tests/ci/*.sh but lib.sh is one more program.
 for script in tests/ci/*.sh; do

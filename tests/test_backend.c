@@ -71,7 +71,7 @@ static void test_no_entry_symbol(void **state) {
 static void test_wrong_abi(void **state) {
     (void)state;
     const kv_backend_info *r =
-        expect_skip(PLUGINS "libbad_abi.so", KV_ERR_INVALID_ARG, "built for ABI 99, this kvsuite speaks ABI 3",
+        expect_skip(PLUGINS "libbad_abi.so", KV_ERR_INVALID_ARG, "built for ABI 99, this kvsuite speaks ABI 4",
                     KV_BACKEND_FAILED);
     assert_contains(r->message, "ABI version mismatch");
 }

@@ -84,9 +84,16 @@ KV_BACKEND_EXPORT int kv_backend_entry(kv_backend_desc *desc, int abi_version) {
     desc->abi_version = KV_BACKEND_ABI_VERSION;
     if (abi_version != KV_BACKEND_ABI_VERSION) return -1; /* the loader reports both versions */
     kv_sim_host = desc->host;
+#ifdef KV_SIM_HALF
+    /* Half SIM (sim_native.c): a plugin of its own, in any free slot. */
+    snprintf(desc->name, sizeof desc->name, "halfsim");
+    snprintf(desc->version, sizeof desc->version, "kvsuite SIM with every other op's kernel removed");
+    desc->device_type = KV_BACKEND_SLOT_ANY;
+#else
     snprintf(desc->name, sizeof desc->name, "sim");
     snprintf(desc->version, sizeof desc->version, "kvsuite SIM (host memory behind an address bias)");
     desc->device_type = KV_DEVICE_SIM;
+#endif
     desc->available = 1;
     desc->host_addressable = 0; /* on purpose: see sim.h */
     desc->context = NULL;

@@ -16,6 +16,10 @@ void kv_backend_reselect_accel(void);
  * backend's copy operation (copy.c). */
 kv_status kv_backend_storage_upload(kv_storage *dst, const void *host_src, size_t nbytes);
 
+/* Whether d's declared support names only real ops and dtypes; the load
+ * fails with the error otherwise (support.c). */
+kv_status kv_backend_support_check(const kv_backend_desc *d, const char *path);
+
 /* ---- the probe (probe.c) ----
  * Runs load(path) in a forked child with a timeout (KV_BACKEND_PROBE_TIMEOUT
  * seconds, default 30). 0 when the child came back with an answer (the

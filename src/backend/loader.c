@@ -288,6 +288,10 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
                            "backend '%s' (%s): its descriptor has no %s; skipped", path, d.name, missing);
     }
 
+    if (kv_backend_support_check(&d, path) != KV_OK) {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG, "%s", kv_last_error_message());
+    }
     const bool old_flag = kv_device_host_addressable(type);
     const kv_allocator_iface iface = { d.mem.alloc, d.mem.free };
     kv_device_set_host_addressable(type, d.host_addressable != 0);
@@ -296,6 +300,9 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
     if (type >= KV_DEVICE_PLUGIN0 && type <= KV_DEVICE_PLUGIN3) kv_key_set_plugin_name((kv_key)type, d.name);
     g_loaded[type] = (kv_loaded){ true, d, handle };
     g_loaded[type].desc.device_type = type;
+    /* The staged reference by default (kv/backend.h): installed first, so
+     * a fallback of the plugin's own replaces it. */
+    if (!d.no_default_fallback) kv_register_fallback((kv_key)type, kv_backend_stage_reference);
     kv_backend_probe_stage("its register_kernels");
     const kv_status st = d.register_kernels(d.context, type);
     if (st != KV_OK) {

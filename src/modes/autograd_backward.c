@@ -167,6 +167,12 @@ static kv_status validate(const kv_ag_node *n, int j, kv_tensor **g) {
             kv_shape_format(m->sizes, m->ndim, b, (int)sizeof b);
             kv_tensor_release(t);
             *g = NULL;
+            /* The sum itself failed (a backend declined it, or ran out of
+             * memory): that status, not a made-up bug in the formula. */
+            const kv_status why = kv_last_error();
+            if (why != KV_ERR_SHAPE)
+                return kv_error_prefix(why, "backward: Function %s: summing the gradient at index %d from %s to %s",
+                                       n->name, j, a, b);
             return kv_error(KV_ERR_INTERNAL,
                             "backward: Function %s returned an invalid gradient at index %d - got %s but expected "
                             "shape compatible with %s",

@@ -181,6 +181,7 @@ static const kv_flag kv_flags[] = {
     { "perf-threshold", KV_FLAG_VALUE, false },
     { "filter-out", KV_FLAG_VALUE, true }, { "last-failed", KV_FLAG_BOOL, false },
     { "failed-first", KV_FLAG_BOOL, false },
+    { "require-support", KV_FLAG_BOOL, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -407,6 +408,8 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
     } else if (strcmp(n, "max-failures") == 0) {
         if (kv_parse_int(v, 1, 1000000000, &c->o.max_failures) != 0)
             return kv_usage_error("--max-failures=%s: must be a whole number from 1 to 1000000000", v);
+    } else if (strcmp(n, "require-support") == 0) {
+        c->o.require_support = true;
     } else if (strcmp(n, "resume") == 0) {
         c->o.resume = true;
     } else if (strcmp(n, "dump") == 0) {

@@ -59,8 +59,10 @@
 #include "kv/dispatch.h"
 #include "kv/tensor.h"
 
-/* 2: kv_backend_desc gained `version`. 3: kv_host_api gained `out_run`. */
-#define KV_BACKEND_ABI_VERSION 3
+/* 2: kv_backend_desc gained `version`. 3: kv_host_api gained `out_run`.
+ * 4: kv_backend_desc gained `no_default_fallback`, `support` and
+ * `nsupport` (issue 21: the staged fallback by default, declared support). */
+#define KV_BACKEND_ABI_VERSION 4
 #define KV_BACKEND_ENTRY_NAME "kv_backend_entry"
 #define KV_BACKEND_SLOT_ANY KV_DEVICE_TYPE_COUNT /* desc->device_type: any free PLUGINn slot */
 #define KV_BACKEND_NAME_MAX 32
@@ -124,6 +126,14 @@ typedef struct kv_host_api {
     kv_status (*out_run)(const kv_op *op, kv_key backend, kv_stack *stack);
 } kv_host_api;
 
+/* One (op, dtype) pair a plugin declares it supports (kv_backend_desc's
+ * `support`): `op` an op's full name ("add.Tensor"), `dtype` the dtype of
+ * the case's first input (the support matrix's column). */
+typedef struct kv_backend_support {
+    const char *op;
+    kv_dtype dtype;
+} kv_backend_support;
+
 /* ---- what a plugin provides ---- */
 /* Sizes are in bytes; device addresses are whatever alloc returned (plus
  * byte offsets). Each returns KV_OK or sets an error through host->error. */
@@ -152,6 +162,24 @@ typedef struct kv_backend_desc {
     /* Free-form: the plugin's own version and what it runs on ("1.2 on
      * oneDNN 2.6.3"), shown in the run's header and meta.json. */
     char version[KV_BACKEND_VERSION_MAX];
+    /* The loader registers kv_backend_stage_reference as the backend's
+     * fallback before register_kernels runs, so every op the plugin has no
+     * kernel of its own for still runs on its device (staged through the
+     * host reference): an accel device boxed onto it, the lazy and grad
+     * checks, and programs all work, while the runner keeps counting those
+     * ops UNSUPPORTED for it (a fallback is not its kernel). A plugin may
+     * register its own fallback instead (host->register_fallback), or set
+     * this to 1 to have none: an op without its kernel is then
+     * KV_ERR_MISSING_KERNEL on its device. */
+    int no_default_fallback;
+    /* Declared support (docs/bringup.md): nsupport (op, dtype) pairs the
+     * plugin promises to run (the array must outlive the plugin; it is read
+     * in place). A declared pair whose call declines, or that has no
+     * kernel of the plugin's, is a FAIL "declared but declined" rather
+     * than UNSUPPORTED, and --require-support fails the run on it. NULL/0
+     * declares nothing: every decline is UNSUPPORTED, as before. */
+    const kv_backend_support *support;
+    int nsupport;
 } kv_backend_desc;
 
 typedef int (*kv_backend_entry_fn)(kv_backend_desc *desc, int abi_version);
@@ -207,6 +235,13 @@ const kv_backend_info *kv_backend_find(kv_device_type t);
 /* Whether a plugin for t is loaded and available (its kernels are
  * registered and its allocator installed). CPU is always available. */
 bool kv_backend_available(kv_device_type t);
+
+/* Declared support (kv_backend_desc's `support`): 1 when the loaded
+ * backend of type t declares (op, dt), 0 when it declares other pairs
+ * only, -1 when it declares nothing (or none is loaded for t). */
+int kv_backend_declared(kv_device_type t, const char *op, kv_dtype dt);
+/* Its i-th declared pair, NULL past the end. */
+const kv_backend_support *kv_backend_declared_at(kv_device_type t, int i);
 
 /* ---- which plugins to load ---- */
 typedef struct kv_backend_paths {

@@ -20,6 +20,7 @@
  * visited too, pinned on this thread so the call still goes through the
  * dispatcher and reaches exactly that variant; a variant whose predicate
  * refuses the call is SKIP, never a failure. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -129,6 +130,24 @@ static kv_status backend_invoke(const kv_check_ctx *ctx, kv_device dev, kv_keyse
     return st;
 }
 
+/* An UNSUPPORTED outcome of backend `key` for this case, or a FAIL when
+ * the plugin declared the case's (op, dtype) (kv_backend_desc's
+ * `support`): a declared pair must run (issue 21). */
+static void backend_unsupported(kv_check_result *r, const kv_case *c, kv_key key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void backend_unsupported(kv_check_result *r, const kv_case *c, kv_key key, const char *fmt, ...) {
+    char why[KV_RESULT_MESSAGE_MAX / 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (kv_key_is_backend(key) && kv_backend_declared((kv_device_type)key, c->op, r->dtype) == 1)
+        kv_check_result_set(r, KV_RESULT_FAIL, "declared but declined: %s declares %s in %s (its support list): %s",
+                            kv_check_backend_label(key), c->op, kv_dtype_name(r->dtype), why);
+    else
+        kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "%s", why);
+}
+
 bool kv_check_backend_call(const kv_check_ctx *ctx, int nref_out, kv_key key, const char *variant,
                            kv_check_call *call, kv_check_result *r) {
     const kv_case *c = ctx->c;
@@ -157,7 +176,7 @@ bool kv_check_backend_call(const kv_check_ctx *ctx, int nref_out, kv_key key, co
     const bool via_call =
         (kind != KV_ENTRY_KERNEL || dt == KV_DEVICE_ACCEL) && c->device.type == dt && dt != KV_DEVICE_CPU;
     if (kind != KV_ENTRY_KERNEL && !via_call) {
-        kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "%s has no %s kernel (entry: %s)", c->op, kv_key_name(key),
+        backend_unsupported(r, c, key, "%s has no %s kernel (entry: %s)", c->op, kv_key_name(key),
                             backend_entry_name(kind));
         return false;
     }
@@ -208,10 +227,9 @@ bool kv_check_backend_call(const kv_check_ctx *ctx, int nref_out, kv_key key, co
     char nd[KV_RESULT_MESSAGE_MAX / 2];
     bool ok = false;
     if (st == KV_ERR_MISSING_KERNEL && via_call) {
-        kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "%s on %s: %s", c->op, kv_device_type_name(dt),
-                            kv_last_error_message());
+        backend_unsupported(r, c, key, "%s on %s: %s", c->op, kv_device_type_name(dt), kv_last_error_message());
     } else if (st == KV_ERR_MISSING_KERNEL) {
-        kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "the %s kernel declined the call: %s", kv_key_name(key),
+        backend_unsupported(r, c, key, "the %s kernel declined the call: %s", kv_key_name(key),
                             kv_last_error_message());
     } else if (st != KV_OK) {
         kv_check_result_set(r, KV_RESULT_FAIL, "the %s kernel failed with '%s' (the reference passed): %s",

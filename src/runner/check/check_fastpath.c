@@ -659,13 +659,18 @@ static void fp_judge(const kv_check_ctx *ctx, kv_accel_gate gate, const fp_run *
     r->slow_calls = (int64_t)on->calls.slow;
     r->manual_calls = (int64_t)on->calls.manual;
 
+    /* Inputs the target could not be given (a plugin that opted out of
+     * the default fallback and lacks clone, as_strided, ...): its decline,
+     * UNSUPPORTED like any other (issue 21); anything else is ERROR. */
     if (slow->harness) {
-        kv_check_result_set(r, KV_RESULT_ERROR, "%s: %s", slow->config, slow->message);
+        kv_check_result_set(r, kv_check_status_of_failure(c, slow->st, KV_RESULT_ERROR), "%s: %s", slow->config,
+                            slow->message);
         return;
     }
     for (int i = 0; i < nruns; i++) {
         if (runs[i].harness) {
-            kv_check_result_set(r, KV_RESULT_ERROR, "%s: %s", runs[i].config, runs[i].message);
+            kv_check_result_set(r, kv_check_status_of_failure(c, runs[i].st, KV_RESULT_ERROR), "%s: %s",
+                                runs[i].config, runs[i].message);
             return;
         }
     }
@@ -683,6 +688,15 @@ static void fp_judge(const kv_check_ctx *ctx, kv_accel_gate gate, const fp_run *
              * legacy empty inputs, boxing/cat.c): the target lacks a
              * kernel for one of the two calls, so ON vs OFF has nothing to
              * compare. Counted as UNSUPPORTED, like any missing kernel. */
+            /* Both declined (by different ops: a target without the
+             * staged fallback lacks what each path needs): nothing to
+             * compare either. */
+            if (runs[i].st == KV_ERR_MISSING_KERNEL && slow->st == KV_ERR_MISSING_KERNEL &&
+                kv_check_status_of_failure(c, KV_ERR_MISSING_KERNEL, KV_RESULT_FAIL) == KV_RESULT_UNSUPPORTED) {
+                kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "%s on accel (target %s): both paths declined: %s; %s",
+                                    op, kv_accel_target_name(), slow->message, runs[i].message);
+                return;
+            }
             if ((runs[i].st == KV_ERR_MISSING_KERNEL) != (slow->st == KV_ERR_MISSING_KERNEL) &&
                 kv_check_status_of_failure(c, KV_ERR_MISSING_KERNEL, KV_RESULT_FAIL) == KV_RESULT_UNSUPPORTED) {
                 const bool off_declined = slow->st == KV_ERR_MISSING_KERNEL;

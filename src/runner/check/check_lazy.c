@@ -217,7 +217,8 @@ static bool compare_all(const kv_check_ctx *ctx, expected_set *exp, int nsamples
                 }
                 kv_tensor *slice = kv_select(got, 0, b);
                 if (slice == NULL) {
-                    kv_check_result_set(r, KV_RESULT_ERROR, "%s: cannot slice the batch: %s", what, kv_last_error_message());
+                    kv_check_result_set(r, kv_check_status_of_failure(ctx->c, kv_last_error(), KV_RESULT_ERROR),
+                                        "%s: cannot slice the batch: %s", what, kv_last_error_message());
                     return false;
                 }
                 ok = compare_one(ctx, &exp[b], k, slice, what, autocast, r);
@@ -278,7 +279,10 @@ static void lazy_check(const kv_check_ctx *ctx, lazy_run *L, kv_check_result *r)
                                   has_mode(c, KV_MODE_GRAD) || has_mode(c, KV_MODE_NO_GRAD),
                                   vmap ? KV_CASE_VMAP_BATCH : 0 };
     if (kv_lazy_inputs_make(c, ctx->op, &build, &L->in, L->leaves) != KV_OK) {
-        kv_check_result_set(r, KV_RESULT_ERROR, "cannot build the lazy inputs: %s", kv_last_error_message());
+        /* A target without the ops that build them (it opted out of the
+         * default fallback) declines: UNSUPPORTED (issue 21). */
+        kv_check_result_set(r, kv_check_status_of_failure(c, kv_last_error(), KV_RESULT_ERROR),
+                            "cannot build the lazy inputs: %s", kv_last_error_message());
         return;
     }
     L->have_in = true;
@@ -303,6 +307,12 @@ static void lazy_check(const kv_check_ctx *ctx, lazy_run *L, kv_check_result *r)
             kv_check_result_set(r, KV_RESULT_PASS, "raised %s as expected: %s", kv_status_name(st), msg);
         else if (st == KV_OK)
             kv_check_result_set(r, KV_RESULT_FAIL, "expected %s, but the call succeeded", kv_status_name(c->expect));
+        else if (st == KV_ERR_MISSING_KERNEL &&
+                 kv_check_status_of_failure(c, st, KV_RESULT_FAIL) == KV_RESULT_UNSUPPORTED)
+            /* The error check's rule (check_error.c): a decline on invalid
+             * input is UNSUPPORTED. */
+            kv_check_result_set(r, KV_RESULT_UNSUPPORTED, "declined the invalid call (%s expected): %s",
+                                kv_status_name(c->expect), msg[0] ? msg : "(no message)");
         else
             kv_check_result_set(r, KV_RESULT_FAIL, "expected %s, got %s: %s", kv_status_name(c->expect),
                                 kv_status_name(st), msg);

@@ -691,6 +691,17 @@ static void prog_free_run_release(prog_run *r) {
     kv_prog_values_free(&r->grads);
 }
 
+/* How many steps have a kernel of the accel target's own. */
+static int prog_target_kernel_steps(const kv_program *p) {
+    const kv_key target = kv_accel_target();
+    int n = 0;
+    for (int k = 0; target != KV_KEY_NONE && k < p->nsteps; k++) {
+        const kv_op *op = kv_op_find(p->steps[k].op);
+        n += op != NULL && kv_op_entry_kind(op, target) == KV_ENTRY_KERNEL;
+    }
+    return n;
+}
+
 static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
     const prog_switches ambient = prog_switches_get();
     prog_switches slow = { KV_ACCEL_GATE_EXACT, false, { false } };
@@ -743,8 +754,18 @@ static void prog_fastpath(const kv_check_ctx *ctx, const kv_program *p) {
          * input, so the slow path is right there; elsewhere a program that
          * never takes the fast path proves nothing about it. */
         if (r.status == KV_RESULT_PASS && p->backward < 0 && ctx->c->modes == 0 &&
-            runs[1].calls.fast + runs[1].calls.manual == 0)
-            kv_check_result_set(&r, KV_RESULT_FAIL, "fast path never fired in any of the %d steps", p->nsteps);
+            runs[1].calls.fast + runs[1].calls.manual == 0) {
+            /* The fast path redispatches to the target's own kernel: a
+             * target with none for any step (a partial plugin, served by its
+             * fallback) can only take the slow path (issue 21). */
+            if (prog_target_kernel_steps(p) == 0)
+                kv_check_result_set(&r, KV_RESULT_UNSUPPORTED,
+                                    "no step of the %d runs on a kernel of the accel target's own (%s), so the fast "
+                                    "path cannot fire; the slow path matched",
+                                    p->nsteps, kv_accel_target_name());
+            else
+                kv_check_result_set(&r, KV_RESULT_FAIL, "fast path never fired in any of the %d steps", p->nsteps);
+        }
         r.fast_calls = (int64_t)runs[1].calls.fast;
         r.slow_calls = (int64_t)runs[1].calls.slow;
         r.manual_calls = (int64_t)runs[1].calls.manual;

@@ -74,6 +74,18 @@ static kv_tensor *pc_cast(const kv_tensor *t, kv_dtype d) {
     return c;
 }
 
+/* t as an f64 tensor on the host (a new reference). kv_backend_readable
+ * alone is not enough: over a host-addressable target (accel over cpu)
+ * it returns the device tensor itself, and a value captured on accel and
+ * then forced into the f64 truth's CPU run failed there with a device
+ * mismatch and no message (issue 21). */
+static kv_tensor *pc_host_f64(const kv_tensor *t) {
+    kv_tensor *h = t->device.type == KV_DEVICE_CPU ? kv_backend_readable(t) : kv_backend_copy_to_host(t);
+    kv_tensor *c = h ? pc_cast(h, KV_F64) : NULL;
+    kv_tensor_release(h);
+    return c;
+}
+
 /* Teacher forcing of one step output o (f64): o + (v - o), the second
  * term a constant, so the value is the autocast run's v (to f64
  * rounding) and the gradient flows through o; without v, o + 0. With
@@ -114,6 +126,7 @@ static kv_status pc_run(const kv_check_ctx *ctx, const kv_program *p, const kv_p
     memset(&vals, 0, sizeof vals);
     memset(&leaves, 0, sizeof leaves);
     memset(grads, 0, sizeof *grads);
+    why[0] = '\0';
     kv_status st = KV_OK;
     for (int i = 0; i < p->ninputs && st == KV_OK; i++) {
         const bool zero = (p->inputs[i].lazy & KV_CASE_LAZY_ZERO) != 0;
@@ -147,7 +160,11 @@ static kv_status pc_run(const kv_check_ctx *ctx, const kv_program *p, const kv_p
             const int v = p->steps[k].out[i];
             if (v < 0 || !kv_dtype_is_floating(vals.v[v]->dtype) || (forced && forced->v[v] == NULL)) continue;
             kv_tensor *f = pc_force(vals.v[v], forced ? forced->v[v] : NULL, probes ? &leaves_p.v[v] : NULL);
-            if (f == NULL) st = kv_last_error();
+            if (f == NULL) {
+                st = kv_last_error();
+                snprintf(why, (size_t)cap, "forcing the output of step %d (%.48s): %s: %.300s", k + 1,
+                         p->steps[k].op, kv_status_name(st), kv_last_error_message());
+            }
             kv_tensor_release(vals.v[v]);
             vals.v[v] = f;
         }
@@ -156,33 +173,39 @@ static kv_status pc_run(const kv_check_ctx *ctx, const kv_program *p, const kv_p
     kv_mode_session_free(&ms);
     for (int v = p->ninputs; capture && st == KV_OK && v < p->nvalues; v++) {
         if (vals.v[v] == NULL || !kv_dtype_is_floating(vals.v[v]->dtype)) continue;
-        kv_tensor *h = kv_backend_readable(vals.v[v]);
-        if (h == NULL || (capture->v[v] = pc_cast(h, KV_F64)) == NULL) st = kv_last_error();
-        kv_tensor_release(h);
+        if ((capture->v[v] = pc_host_f64(vals.v[v])) == NULL) {
+            st = kv_last_error();
+            snprintf(why, (size_t)cap, "capturing %.31s: %s: %.400s", p->value_names[v], kv_status_name(st),
+                     kv_last_error_message());
+        }
     }
     if (st == KV_OK && (st = kv_backward(vals.v[p->backward], NULL)) != KV_OK)
         snprintf(why, (size_t)cap, "backward from %.31s: %s: %.400s", p->value_names[p->backward], kv_status_name(st),
                  kv_last_error_message());
     for (int v = p->ninputs; probes && st == KV_OK && v < p->nvalues; v++) {
         const kv_tensor *g = leaves_p.v[v] ? kv_tensor_grad(leaves_p.v[v]) : NULL;
-        kv_tensor *h = g ? kv_backend_readable(g) : NULL;
-        if (g != NULL && (h == NULL || (probes->v[v] = pc_cast(h, KV_F64)) == NULL)) st = kv_last_error();
-        kv_tensor_release(h);
+        if (g != NULL && (probes->v[v] = pc_host_f64(g)) == NULL) {
+            st = kv_last_error();
+            snprintf(why, (size_t)cap, "the gradient reaching %.31s: %s: %.400s", p->value_names[v],
+                     kv_status_name(st), kv_last_error_message());
+        }
     }
     kv_prog_values_free(&leaves_p);
     for (int i = 0; i < p->ninputs && st == KV_OK; i++) {
         const kv_tensor *g = leaves.v[i] ? kv_tensor_grad(leaves.v[i]) : NULL;
         if (g == NULL) continue;
-        kv_tensor *h = kv_backend_readable(g);
         /* Compared in f64: the truth's dtype. */
-        if (h == NULL || (grads->v[i] = pc_cast(h, KV_F64)) == NULL) {
+        if ((grads->v[i] = pc_host_f64(g)) == NULL) {
             st = kv_last_error();
             snprintf(why, (size_t)cap, "the .grad of %.31s: %.400s", p->value_names[i], kv_last_error_message());
         }
-        kv_tensor_release(h);
     }
     kv_prog_values_free(&vals);
     kv_prog_values_free(&leaves);
+    /* Every failure above names itself; this keeps a row's message from
+     * ever ending at the colon should a new one not. */
+    if (st != KV_OK && why[0] == '\0')
+        snprintf(why, (size_t)cap, "%s: %.400s", kv_status_name(st), kv_last_error_message());
     return st;
 }
 

@@ -836,6 +836,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     }
     kv_result_list extra = { 0 };
     if (st == KV_OK) st = kv_driver_backend_rows(o, &extra);
+    if (st == KV_OK && o->require_support) st = kv_driver_support_rows(&stream, nsel, &extra);
     if (st != KV_OK) {
         fprintf(err, "kvrun: %s\n", kv_last_error_message());
         rc = 1;

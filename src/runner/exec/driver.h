@@ -106,6 +106,9 @@ typedef struct kv_driver_options {
      * that is not is an ERROR row (backends.c). */
     const char *const *require_backends;
     int nrequire;
+    /* --require-support: every declared (op, dtype) of a loaded plugin
+     * must pass in the run (support_rows.c). */
+    bool require_support;
     /* --retry=N: failing cases run up to N more times; one that passes is
      * FLAKY (runner/exec/retry.h). 0: no retries. */
     int retry;
@@ -143,6 +146,11 @@ struct kv_report_meta;
 void kv_driver_backends_meta(struct kv_report_meta *meta);
 struct kv_result_list;
 kv_status kv_driver_backend_rows(const kv_driver_options *o, struct kv_result_list *out);
+/* --require-support (support_rows.c): an ERROR row for every pair a loaded
+ * plugin declares that no PASS row of the run (cases 0..ncases-1 of
+ * stream) proved, and for a plugin that declares nothing. */
+struct kv_report_stream;
+kv_status kv_driver_support_rows(struct kv_report_stream *stream, int ncases, struct kv_result_list *out);
 /* A requested accel target (KV_ACCEL_TARGET / --accel-target) that names
  * no backend at all (none loaded, none attempted): KV_ERR_INVALID_ARG, a
  * configuration error (kvrun exits 2). One that was attempted and did not

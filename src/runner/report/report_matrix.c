@@ -8,13 +8,21 @@
  *      it works, but not every time);
  *   ✓  otherwise some result passed: PASS, or XPASS (it does work now);
  *   –  otherwise some result was UNSUPPORTED;
- *   blank: nothing ran (no result, or only SKIP). */
+ *   blank: nothing ran (no result, or only SKIP).
+ * A cell whose (op, dtype) the backend's plugin declares it supports
+ * (kv_backend_desc's `support`, issue 21) gets a "ᵈ" after its mark:
+ * declared against measured, so "✓ᵈ" is a kept promise and "✗ᵈ" or "ᵈ"
+ * alone one that was broken or never tested. Declarations are read from
+ * the plugins loaded when the matrix is written (a merge of shards that
+ * loads none shows no marks). */
 #include "runner/report/report.h"
 #include "runner/report/report_internal.h"
 #include "runner/report/report_agg.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "kv/backend.h"
 
 enum { CELL_NONE, CELL_UNSUPPORTED, CELL_PASS, CELL_FLAKY, CELL_FAIL };
 
@@ -51,6 +59,16 @@ static const char *cell_text(int cell) {
     case CELL_UNSUPPORTED: return "–";
     default: return " ";
     }
+}
+
+/* The device type of the loaded plugin called `name`, or
+ * KV_DEVICE_TYPE_COUNT. */
+static kv_device_type matrix_plugin(const char *name) {
+    for (int i = 0; i < kv_backend_count(); i++) {
+        const kv_backend_info *b = kv_backend_at(i);
+        if (b->state == KV_BACKEND_LOADED && strcmp(b->name, name) == 0) return b->device_type;
+    }
+    return KV_DEVICE_TYPE_COUNT;
 }
 
 /* Markdown punctuation that could start emphasis, code or a table cell is
@@ -117,6 +135,9 @@ kv_status kv_report_matrix_agg(const kv_report_agg *a, const kv_report_meta *met
             fputs("**\n\n", f);
         }
         fputs("✓ passes, ✗ fails (FAIL, ERROR, CRASH, TIMEOUT or XFAIL), ~ flaky (failed, then passed on a retry), – unsupported, blank: not run.\n\n", f);
+        fputs("ᵈ after a mark: the plugin declares that (op, dtype) supported (docs/bringup.md); declared vs "
+              "measured.\n\n",
+              f);
         fputs("| op | backend |", f);
         for (int d = 0; d < (int)KV_DTYPE_COUNT; d++)
             if (used[d]) fprintf(f, " %s |", kv_dtype_name((kv_dtype)d));
@@ -131,8 +152,13 @@ kv_status kv_report_matrix_agg(const kv_report_agg *a, const kv_report_meta *met
             fputs(" | ", f);
             put_md(f, b->backend);
             fputs(" |", f);
-            for (int d = 0; d < (int)KV_DTYPE_COUNT; d++)
-                if (used[d]) fprintf(f, " %s |", cell_text(cell_of_seen(b->seen[d])));
+            const kv_device_type plugin = matrix_plugin(b->backend);
+            for (int d = 0; d < (int)KV_DTYPE_COUNT; d++) {
+                if (!used[d]) continue;
+                const bool declared = plugin != KV_DEVICE_TYPE_COUNT &&
+                                      kv_backend_declared(plugin, a->ops[b->op].op, (kv_dtype)d) == 1;
+                fprintf(f, " %s%s |", cell_text(cell_of_seen(b->seen[d])), declared ? "ᵈ" : "");
+            }
             fputc('\n', f);
         }
         st = kv_report_file_close(&rf);
