@@ -51,6 +51,14 @@ asan)
         [ "$(cat "$bdir/suite-$i.rc")" = 0 ] || status=1
         i=$((i + 1))
     done
+    # The cache on, for a slice of other cases (issue 22 item 6): its size
+    # classes and block reuse under ASan/UBSan, which only a unit test
+    # reached before. A use after free inside a recycled block is not
+    # seen here (the runs above see it); an overrun of a class, or a
+    # class that hands out a block too small, is.
+    echo "=== KV_CACHING_ALLOCATOR=1 $bdir/kvrun cases/ --isolate=none --shard=2/24"
+    KV_CACHING_ALLOCATOR=1 "$bdir/kvrun" cases/ --isolate=none --shard=2/24 --report-dir="$bdir/suite-report-cache" ||
+        status=1
     for name in grammar schema npy env; do
         echo "=== $bdir/fuzz/replay_$name tests/fuzz/$name/"
         "$bdir/fuzz/replay_$name" "tests/fuzz/$name/" || status=1

@@ -975,7 +975,11 @@ static void test_kill_switch_values(void **state) {
     static const struct {
         const char *value; /* NULL: unset */
         bool enabled;
-    } cases[] = { { NULL, true }, { "0", true }, { "1", false }, { "yes", false }, { "00", false } };
+    } cases[] = { { NULL, true },    { "0", true },      { "1", false },  { "yes", false },
+                  { "00", false },   /* README: any other non-empty value disables, the words that */
+                  { "false", false }, /* read as "off" included: a parser that took them as "keep the */
+                  { "off", false },   /* fast paths" would silently leave them on */
+                  { "no", false } };
     kv_tensor *a = cpu_f32(kA, k23, 2);
     kv_tensor *A = to_accel(a);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

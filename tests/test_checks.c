@@ -21,6 +21,7 @@
 #include "kv/npy.h"
 #include "ref/ref_kernels.h"
 #include "runner/check/check.h"
+#include "runner/check/check_meta.h"
 #include "runner/report/dump.h"
 #include "runner/golden/golden.h"
 #include "test_util.h"
@@ -734,6 +735,45 @@ static void test_float_variants_within_tolerance(void **state) {
     check_float_variant(&c, true);
 }
 
+/* The metadata check on views compares every stride, a size-1 dim's
+ * included (issue 22 item 6): a backend's view with another stride there
+ * reads the same elements today, but a later as_strided, an expand or a
+ * kernel that trusts strides sees another tensor. A check that skipped
+ * size-1 dims (as contiguity tests do) would pass it. */
+static void test_meta_view_stride_of_size1_dim(void **state) {
+    (void)state;
+    const int64_t sizes[] = { 1, 4 }, ref_strides[] = { 4, 1 }, other[] = { 7, 1 };
+    kv_tensor *base = kv_tensor_empty(sizes, 2, KV_F32, KV_DEVICE_CPU0);
+    assert_non_null(base);
+    kv_case_inputs *in = calloc(1, sizeof *in);
+    assert_non_null(in);
+    in->ntensors = 1;
+    in->tensors[0] = base;
+    kv_meta_expect m;
+    memset(&m, 0, sizeof m);
+    m.valid = true;
+    m.inputs_contiguous = true;
+    m.n = 1;
+    m.o[0] = (kv_meta_output){ .ndim = 2, .sizes = { 1, 4 }, .strides = { 4, 1 }, .offset = 0, .dtype = KV_F32,
+                               .moved = false, .alias = 0, .contiguous = true };
+    kv_case_outputs out;
+    memset(&out, 0, sizeof out);
+    out.n = 1;
+    char msg[512] = "";
+    /* The reference's own view passes: the check is not failing everything. */
+    out.t[0] = kv_tensor_view(base, sizes, ref_strides, 2, 0);
+    assert_non_null(out.t[0]);
+    assert_true(kv_meta_check(&m, in, &out, KV_DEVICE_CPU0, msg, (int)sizeof msg));
+    kv_tensor_release(out.t[0]);
+    out.t[0] = kv_tensor_view(base, sizes, other, 2, 0);
+    assert_non_null(out.t[0]);
+    assert_false(kv_meta_check(&m, in, &out, KV_DEVICE_CPU0, msg, (int)sizeof msg));
+    if (strstr(msg, "a view with strides") == NULL) fail_msg("unexpected message: %s", msg);
+    kv_tensor_release(out.t[0]);
+    kv_tensor_release(base);
+    free(in);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_pass_real_op),
@@ -755,6 +795,7 @@ int main(void) {
         cmocka_unit_test(test_multi_output),
         cmocka_unit_test(test_dump),
         cmocka_unit_test(test_float_variants_within_tolerance),
+        cmocka_unit_test(test_meta_view_stride_of_size1_dim),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -174,6 +174,108 @@ static kv_status refusing_layer(const kv_op *op, kv_keyset ks, kv_stack *stack) 
     return kv_error(KV_ERR_INVALID_ARG, "%s: the test's BackendSelect layer refuses the call", kv_op_name(op));
 }
 
+/* The comparison of output strides (issue 22 item 6): a target kernel
+ * that returns the right values, but on every other call with another
+ * stride on the size-1 dim of a [3,1] output (a view, so the values stay
+ * the same), makes the runs differ in their strides only. A check that
+ * compared values, sizes and dtype alone would pass it. */
+static kv_kernel_fn g_neg_fn;
+static int g_neg_calls;
+static kv_status alternating_strides_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_status st = g_neg_fn(op, ks, stack);
+    if (st != KV_OK || g_neg_calls++ % 2 == 0) return st;
+    kv_tensor *r = stack->slots[0].v.tensor;
+    const int64_t strides[2] = { 1, 5 };
+    kv_tensor *v = kv_tensor_view(r, r->sizes, strides, r->ndim, r->offset);
+    if (v == NULL) return kv_last_error();
+    kv_tensor_release(r);
+    stack->slots[0].v.tensor = v;
+    return KV_OK;
+}
+
+static void test_output_strides_compared(void **state) {
+    (void)state;
+    const kv_key target = kv_accel_target();
+    const kv_op *neg = kv_op_find("neg");
+    g_neg_fn = kv_op_entry_fn(neg, target);
+    assert_non_null(g_neg_fn);
+    g_neg_calls = 0;
+    assert_int_equal(kv_register_kernel("neg", target, alternating_strides_neg), KV_OK);
+    kv_result_list res;
+    run_line("--op=neg --dtype=f32 --shape=3x1 --device=accel --check=fastpath", &res);
+    assert_int_equal(kv_register_kernel("neg", target, g_neg_fn), KV_OK);
+    assert_true(g_neg_calls >= 2);
+    const kv_check_result *r = row(&res, "fastpath:exact");
+    expect_status(r, KV_RESULT_FAIL);
+    if (strstr(r->message, "strides [1, 1] vs [1, 5]") == NULL && strstr(r->message, "strides [1, 5] vs [1, 1]") == NULL)
+        fail_msg("the row does not name the strides: %s", r->message);
+    kv_result_list_free(&res);
+    /* The kernel back: both pass. */
+    run_line("--op=neg --dtype=f32 --shape=3x1 --device=accel --check=fastpath", &res);
+    expect_status(row(&res, "fastpath:exact"), KV_RESULT_PASS);
+    kv_result_list_free(&res);
+}
+
+/* The lean fast path's per-thread memo is keyed by the accel target too
+ * (issue 22 item 6): kv_accel_select_target does not advance the dispatch
+ * epoch, so only that key sends the second call below, under another
+ * target, to that target's kernel. Counting wrappers at both keys; the
+ * CPU one refuses a call made under another target (a memo that kept its
+ * kernel would run it on SIM memory). */
+static kv_kernel_fn g_cpu_neg, g_sim_neg;
+static int g_cpu_neg_calls, g_sim_neg_calls;
+static kv_status counting_cpu_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    g_cpu_neg_calls++;
+    if (kv_accel_target() != KV_KEY_CPU)
+        return kv_error(KV_ERR_INTERNAL, "neg: the CPU kernel was called under the %s target", kv_accel_target_name());
+    return g_cpu_neg(op, ks, stack);
+}
+static kv_status counting_sim_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    g_sim_neg_calls++;
+    return g_sim_neg(op, ks, stack);
+}
+
+static void test_lean_memo_keyed_by_target(void **state) {
+    (void)state;
+    const kv_op *neg = kv_op_find("neg");
+    g_cpu_neg = kv_op_entry_fn(neg, KV_KEY_CPU);
+    g_sim_neg = kv_op_entry_fn(neg, KV_KEY_SIM);
+    if (g_sim_neg == NULL) skip(); /* SIM not built: one target only */
+    assert_non_null(g_cpu_neg);
+    assert_int_equal(kv_register_kernel("neg", KV_KEY_CPU, counting_cpu_neg), KV_OK);
+    assert_int_equal(kv_register_kernel("neg", KV_KEY_SIM, counting_sim_neg), KV_OK);
+    g_cpu_neg_calls = g_sim_neg_calls = 0;
+    const float x[3] = { 1, -2, 3 };
+    const int64_t n = 3;
+    kv_tensor *c = kv_tensor_from_data(x, &n, 1, KV_F32);
+    assert_non_null(c);
+    assert_int_equal(kv_accel_select_target("cpu"), KV_OK);
+    kv_tensor *A = kv_accel_to(c);
+    assert_non_null(A);
+    kv_tensor *r = kv_neg(A);
+    assert_non_null(r);
+    kv_tensor_release(r);
+    assert_int_equal(g_cpu_neg_calls, 1);
+    assert_int_equal(kv_accel_select_target("sim"), KV_OK);
+    kv_tensor *s = kv_backend_copy_to_device(c, (kv_device){ KV_DEVICE_SIM, 0 });
+    assert_non_null(s);
+    kv_tensor *B = kv_accel_to(s);
+    assert_non_null(B);
+    r = kv_neg(B);
+    const bool failed = r == NULL;
+    char why[512];
+    snprintf(why, sizeof why, "%s", failed ? kv_last_error_message() : "");
+    kv_tensor_release(r);
+    assert_int_equal(kv_register_kernel("neg", KV_KEY_CPU, g_cpu_neg), KV_OK);
+    assert_int_equal(kv_register_kernel("neg", KV_KEY_SIM, g_sim_neg), KV_OK);
+    assert_int_equal(kv_accel_select_target(NULL), KV_OK);
+    if (failed) fail_msg("neg under the sim target failed: %s", why);
+    assert_int_equal(g_sim_neg_calls, 1);
+    assert_int_equal(g_cpu_neg_calls, 1);
+    kv_tensor *all[] = { A, B, s, c };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) kv_tensor_release(all[i]);
+}
+
 static void test_unlisted_layer_caught(void **state) {
     (void)state;
     assert_int_equal(kv_register_kernel("neg", KV_KEY_BACKEND_SELECT, refusing_layer), KV_OK);
@@ -536,6 +638,8 @@ int main(void) {
         cmocka_unit_test(test_metadata_op_manual_path),
         cmocka_unit_test(test_error_case_same_error),
         cmocka_unit_test(test_kill_switch_everywhere_never_fired),
+        cmocka_unit_test(test_output_strides_compared),
+        cmocka_unit_test(test_lean_memo_keyed_by_target),
         cmocka_unit_test(test_unlisted_layer_caught),
         cmocka_unit_test(test_gate_selection),
         cmocka_unit_test(test_lazy_and_mode_cases_take_slow_path),

@@ -47,6 +47,10 @@ static uint64_t g_cold[VN];
 static int g_last_variant = -1;
 static int g_disturber = -1, g_disturb_runs, g_disturb_left;
 static uint64_t g_disturb_extra;
+/* Costs by dtype (index 0: f32, 1: f64), used when g_dtype_costs is set:
+ * the same sizes and strides in another dtype is another geometry. */
+static bool g_dtype_costs;
+static uint64_t g_dtype_cost[VN][2];
 
 static void variants_reset(uint64_t a, uint64_t b, uint64_t c) {
     g_cost[VA] = a;
@@ -57,12 +61,14 @@ static void variants_reset(uint64_t a, uint64_t b, uint64_t c) {
     memset(g_cold, 0, sizeof g_cold);
     g_last_variant = g_disturber = -1;
     g_disturb_runs = g_disturb_left = 0;
+    g_dtype_costs = false;
 }
 
 static kv_status run_variant(int v, kv_stack *stack) {
     uint64_t cost = g_cost[v];
     if (g_seq_len[v] > 0) cost = g_cost_seq[v][g_runs[v] % g_seq_len[v]];
     if (g_cold[v] > 0 && g_last_variant != v) cost = g_cold[v];
+    if (g_dtype_costs) cost = g_dtype_cost[v][kv_arg_tensor(stack, 0)->dtype == KV_F64];
     if (v == g_disturber) {
         g_disturb_left = g_disturb_runs;
     } else if (g_disturb_left > 0) {
@@ -573,6 +579,30 @@ static void test_tuning_picks_fastest_and_caches(void **state) {
     kv_tensor_release(u);
     kv_tensor_release(tt);
     kv_tensor_release(d);
+}
+
+/* The cache key covers every property of a geometry, the dtype included
+ * (issue 22 item 6): with costs that depend on the dtype only, f32 and
+ * f64 tensors of one shape and stride each get their own tuning and
+ * their own fastest variant. A key without the dtype would hand f64 the
+ * f32 choice from the cache. */
+static void test_cache_key_has_the_dtype(void **state) {
+    (void)state;
+    g_dtype_costs = true;
+    const uint64_t costs[VN][2] = { { 100, 10 }, { 10, 100 }, { 1000, 1000 } };
+    memcpy(g_dtype_cost, costs, sizeof costs);
+    kv_tensor *f32 = tensor2(2, 3, KV_F32), *f64 = tensor2(2, 3, KV_F64);
+    assert_string_equal(choice_for(f32), "B");
+    assert_string_equal(choice_for(f64), "A");
+    assert_int_equal(kv_tune_stats_of(g_op, KV_KEY_CPU).tunings, 2);
+    /* And each keeps its own: calls run the cached choice. */
+    memset(g_runs, 0, sizeof g_runs);
+    assert_int_equal(call_a(f32), KV_OK);
+    assert_int_equal(call_a(f64), KV_OK);
+    assert_int_equal(g_runs[VB], 1);
+    assert_int_equal(g_runs[VA], 1);
+    kv_tensor_release(f32);
+    kv_tensor_release(f64);
 }
 
 /* Untimed mode (what kvrun's checks run in): the last compatible variant,
@@ -1233,6 +1263,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup(test_close_call_timed_again, reset),
         cmocka_unit_test_setup(test_retune_after_n_calls, reset),
         cmocka_unit_test_setup(test_geometry_scalars_only_when_declared, reset),
+        cmocka_unit_test_setup(test_cache_key_has_the_dtype, reset),
         cmocka_unit_test_setup(test_cached_choice_refused_uses_ranking, reset),
         cmocka_unit_test_setup(test_analyse_once_on_cache_hit, reset),
         cmocka_unit_test_setup(test_retune_by_elapsed_time, reset),

@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -86,6 +89,7 @@ int kv_backend_probe(const char *path, kv_status (*load)(const char *path), char
         return -1;
     }
     fflush(NULL);
+    const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -101,6 +105,13 @@ int kv_backend_probe(const char *path, kv_status (*load)(const char *path), char
          * The child must die of what the plugin did. */
         static const int fatal[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS };
         for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) signal(fatal[i], SIG_DFL);
+        /* A kvrun killed while it probes cannot reap a child spinning in
+         * a plugin's constructor: the kernel kills it. The parent may have
+         * died before the call, so its pid is checked after it. */
+#ifdef __linux__
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+        if (getppid() != parent) _exit(4);
         g_stage_fd = fds[1];
         const kv_status st = load(path);
         char line[64];

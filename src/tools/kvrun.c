@@ -627,6 +627,14 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
         kv_path_list_free(&files);
         return 2;
     }
+    /* Probing the plugins can take long (or hang): an old green report
+     * must not outlive a kill during it as this run's. */
+    const char *rdir = c->o.report_dir ? c->o.report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
+    if (!c->perf && !c->o.list_only && !c->o.resume && kv_report_retire(rdir) != KV_OK) {
+        fprintf(stderr, "kvrun: --report-dir=%s: %s\n", rdir, kv_last_error_message());
+        kv_path_list_free(&files);
+        return 2;
+    }
     load_backends(c->backends, c->nbackends);
     if (kv_driver_accel_target_check() != KV_OK) {
         fprintf(stderr, "kvrun: %s\n", kv_last_error_message());

@@ -44,6 +44,13 @@ expect 2 "they differ in the options: 'fastpath-gates=both golden=auto' vs 'fast
 expect 0 "" "shard 2/4 with KV_CPU_ISA=sse2" -- env KV_CPU_ISA=sse2 $KVRUN $F --shard=2/4 --report-dir="$T/e2"
 expect 2 "they differ in the environment" "a shard with another environment is refused" -- \
     $KVRUN --merge "$T/s1" "$T/e2" "$T/s3" "$T/s4" --report-dir="$T/m4"
+# Only the backend set differs (one more plugin, unavailable): refused, by
+# that field (issue 22 item 6: the backends comparison has its own test).
+SIMSO=$(dirname "$KVRUN")/backends/libkv_sim.so
+expect 0 "" "shard 2/4 with one more backend" -- \
+    $KVRUN $F --shard=2/4 --backend="$(dirname "$KVRUN")/tests/plugins/libunavailable.so" --backend="$SIMSO" --report-dir="$T/b2"
+expect 2 "they differ in the backends:" "a shard run with another backend set is refused" -- \
+    $KVRUN --merge "$T/s1" "$T/b2" "$T/s3" "$T/s4" --report-dir="$T/m5"
 expect 0 '"fingerprint"' "meta.json holds the fingerprint" -- cat "$T/s1/meta.json"
 # A plugin that loaded unavailable has its load row in every shard: the
 # merge keeps one.

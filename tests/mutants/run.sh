@@ -17,6 +17,10 @@
 # removed at the end). The main tree is never modified (the table and the
 # log go to reports/mutants/); its build/ is copied in, when there is one,
 # so only what a patch touches recompiles.
+# A patch whose header has lines "Script: tests/ci/NAME.sh" is also run
+# against those scripts (column "scripts"): the mechanisms kvrun's own
+# runs exercise (--resume, write errors, merges, probing) are seen there,
+# not by the case suite or a unit test.
 # Exit 0 only when every mutant was killed.
 set -eu
 root=$(pwd)
@@ -40,6 +44,11 @@ log="$out/mutants.log"
 build() { ninja -j"${KV_JOBS:-2}" everything >>"$log" 2>&1; }
 suite() { build/kvrun cases/ --report-dir=build/mutant-report >>"$log" 2>&1; }
 units() { sh tests/units.sh build/tests >>"$log" 2>&1; }
+scripts() {
+    rc=0
+    for sc in $(sed -n 's/^Script: //p' "$1"); do sh "$sc" >>"$log" 2>&1 || rc=1; done
+    return $rc
+}
 
 echo "mutants: baseline (the unmutated tree must build and pass) in $scratch"
 if ! build || ! suite || ! units; then
@@ -49,9 +58,9 @@ if ! build || ! suite || ! units; then
     exit 2
 fi
 
-row() { printf '%-34s %-8s %-8s %s\n' "$@" | tee -a "$out/table.txt"; }
+row() { printf '%-34s %-8s %-8s %-8s %s\n' "$@" | tee -a "$out/table.txt"; }
 : >"$out/table.txt"
-row mutant suite units verdict
+row mutant suite units scripts verdict
 total=0
 killed=0
 bad=""
@@ -61,18 +70,19 @@ for p in $patches; do
     total=$((total + 1))
     echo "==== $name" >>"$log"
     if ! patch -p1 --forward --silent --no-backup-if-mismatch <"$p" >>"$log" 2>&1; then
-        row "$name" - - "DOES NOT APPLY"
+        row "$name" - - - "DOES NOT APPLY"
         bad="$bad $name"
         continue
     fi
-    s=- u=- verdict=
+    s=- u=- c=- verdict=
     if ! build; then
         verdict="DOES NOT BUILD"
         bad="$bad $name"
     else
         if suite; then s=pass; else s=FAIL; fi
         if units; then u=pass; else u=FAIL; fi
-        if [ $s = FAIL ] || [ $u = FAIL ]; then
+        if grep -q '^Script: ' "$p"; then if scripts "$p"; then c=pass; else c=FAIL; fi; fi
+        if [ $s = FAIL ] || [ $u = FAIL ] || [ $c = FAIL ]; then
             verdict=killed
             killed=$((killed + 1))
         else
@@ -80,7 +90,7 @@ for p in $patches; do
             bad="$bad $name"
         fi
     fi
-    row "$name" $s $u "$verdict"
+    row "$name" $s $u $c "$verdict"
     patch -p1 -R --silent --no-backup-if-mismatch <"$p" >>"$log" 2>&1
 done
 build || true

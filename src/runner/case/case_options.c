@@ -206,8 +206,12 @@ static kv_status kv_program_apply(kv_case *c, const kv_option_ctx *ctx, const in
     if (!S_ISREG(sb.st_mode))
         return KV_OPT_ERR(ctx, alt->cols[0], "--program: '%s' is not a regular file (a program must be one)", c->program);
     kv_program *p = NULL;
-    const kv_status st = kv_program_parse_file(c->program, &p);
-    if (st != KV_OK) return st;
+    kv_status st = kv_program_parse_file(c->program, &p);
+    if (st == KV_OK) st = kv_program_check_loss(p);
+    if (st != KV_OK) {
+        kv_program_free(p);
+        return st;
+    }
     snprintf(c->op, sizeof c->op, "program:%s", p->name);
     kv_program_free(p);
     return KV_OK;

@@ -480,28 +480,39 @@ static void kv_print_regen(FILE *f, const kv_golden_store *s, const kv_golden_su
 /* The signal that stopped the run, 0 while none has. */
 static volatile sig_atomic_t kv_driver_stop;
 
-static void kv_driver_on_stop(int sig) { kv_driver_stop = sig; }
+/* The first signal stays the reason; a second one (an impatient Ctrl-C,
+ * a CI runner's SIGTERM after its SIGINT) must not end kvrun before it
+ * has written the reports that say the run is incomplete. */
+static void kv_driver_on_stop(int sig) {
+    if (kv_driver_stop <= 0) kv_driver_stop = sig;
+}
+
+/* SIGHUP: the terminal or ssh session went away, as much an interruption
+ * as Ctrl-C. */
+static const int kv_driver_stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+#define KV_DRIVER_NSTOP ((int)(sizeof kv_driver_stop_signals / sizeof kv_driver_stop_signals[0]))
 
 typedef struct kv_driver_signals {
-    struct sigaction old_int, old_term;
+    struct sigaction old[KV_DRIVER_NSTOP];
 } kv_driver_signals;
 
-/* SA_RESETHAND: a second Ctrl-C ends kvrun at once, should writing the
- * reports hang; results.jsonl is valid up to its last line even then. */
+/* No SA_RESETHAND: should writing the reports hang, SIGKILL still ends
+ * kvrun, and results.jsonl is valid up to its last whole case then. */
 static void kv_driver_catch_stop(kv_driver_signals *s) {
     kv_driver_stop = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = kv_driver_on_stop;
-    sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &s->old_int);
-    sigaction(SIGTERM, &sa, &s->old_term);
+    for (int i = 0; i < KV_DRIVER_NSTOP; i++) sigaction(kv_driver_stop_signals[i], &sa, &s->old[i]);
 }
 
 static void kv_driver_release_stop(const kv_driver_signals *s) {
-    sigaction(SIGINT, &s->old_int, NULL);
-    sigaction(SIGTERM, &s->old_term, NULL);
+    for (int i = 0; i < KV_DRIVER_NSTOP; i++) sigaction(kv_driver_stop_signals[i], &s->old[i], NULL);
+}
+
+static const char *kv_driver_stop_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
 }
 
 /* What the pool tells while cases run: each finished case's rows go to
@@ -516,7 +527,9 @@ typedef struct kv_driver_watch {
     double t0;
     int64_t nbad;                /* FAIL, ERROR, CRASH, TIMEOUT rows so far */
     const int *sel_of;           /* the position in the selection of each case run */
+    char *write_error;           /* the first append's error, KV_WATCH_ERROR_MAX bytes */
 } kv_driver_watch;
+#define KV_WATCH_ERROR_MAX 512
 
 /* Stops the run (as a signal would) when a limit is reached; a signal
  * that came first stays the reason. */
@@ -544,6 +557,7 @@ static void kv_watch_finished(void *ctx, int ci, const kv_result_list *rows) {
     if (kv_report_stream_case(w->stream, w->sel_of[ci], rows) != KV_OK && !w->stream_failed) {
         /* The run goes on: the rows the file cannot take are held in memory. */
         w->stream_failed = true;
+        snprintf(w->write_error, KV_WATCH_ERROR_MAX, "%s", kv_last_error_message());
         fprintf(w->err, "kvrun: warning: %s (the rows results.jsonl cannot take are held in memory while the run goes on)\n",
                 kv_last_error_message());
     }
@@ -638,7 +652,9 @@ static kv_status kv_driver_reports(kv_report_build *b, kv_report_stream *s, int 
         kv_result_list *batch = i < nsel ? &rows : extra;
         if (i < nsel) st = kv_report_stream_read_case(s, i, &rows);
         if (baseline != NULL) kv_baseline_mark(baseline, batch, NULL, NULL);
-        for (int k = 0; st == KV_OK && k < batch->n; k++) st = kv_report_build_add(b, &batch->items[k]);
+        /* A row a report file cannot take (a full disk) fails the build,
+         * which finish reports; the rest still reach the console's counts. */
+        for (int k = 0; st == KV_OK && k < batch->n; k++) (void)kv_report_build_add(b, &batch->items[k]);
         kv_result_list_free(&rows);
     }
     kv_result_list_free(&rows);
@@ -754,9 +770,15 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     meta.incomplete = true;
     kv_report_stream stream;
     int nresumed = 0, nfinished = 0;
+    char watch_error[KV_WATCH_ERROR_MAX] = "a --retry's rows could not be appended";
     kv_status st = kv_report_begin(rdir, &meta, o->resume, &stream);
     if (st == KV_OK) st = kv_report_stream_index(&stream, nsel);
     if (st == KV_OK && o->resume) st = kv_driver_resume_scan(sel, nsel, &stream, &nresumed);
+    if (st == KV_OK && stream.ntorn > 0)
+        fprintf(err, "kvrun: --resume: %s ended in a cut line: the last case in it runs again\n", stream.path);
+    if (st == KV_OK && stream.nrerun > 0)
+        fprintf(err, "kvrun: --resume: %d case%s found more than once in %s (e.g. %s): %s again\n", stream.nrerun,
+                stream.nrerun == 1 ? "" : "s", stream.path, stream.rerun_id, stream.nrerun == 1 ? "it runs" : "they run");
     if (st != KV_OK) {
         fprintf(err, "kvrun: %s%s\n", o->resume ? "" : "--report-dir: ", kv_last_error_message());
         kv_report_stream_close(&stream);
@@ -813,7 +835,7 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
          * one line of their own (their case indices are another list's). */
         kv_progress prog;
         kv_isolate_config run_cfg = cfg;
-        kv_driver_watch watch = { &prog, &stream, 0, false, err, o, t0, 0, sel_of };
+        kv_driver_watch watch = { &prog, &stream, 0, false, err, o, t0, 0, sel_of, watch_error };
         const kv_isolate_observer observer = { kv_watch_started, kv_watch_finished, kv_watch_tick, &watch };
         if (st == KV_OK)
             st = kv_progress_init(&prog, err, isatty(fileno(err)) == 1, todo, ntodo, (kv_progress_level)o->verbosity,
@@ -868,8 +890,12 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         kv_golden_summary sum;
         memset(&sum, 0, sizeof sum);
         if (kv_golden_save(store, full, &sum) != KV_OK) {
-            fprintf(err, "kvrun: saving the golden store: %s\n", kv_last_error_message());
+            char why[KV_RESULT_MESSAGE_MAX / 2];
+            snprintf(why, sizeof why, "%s", kv_last_error_message());
+            fprintf(err, "kvrun: saving the golden store: %s\n", why);
             rc = 1;
+            if (kv_driver_run_error_row(&extra, "golden-save", "saving the golden store %s failed: %s", gdir, why) != KV_OK)
+                fprintf(err, "kvrun: %s\n", kv_last_error_message());
         } else {
             kv_print_regen(out, store, &sum, full);
             kv_golden_summary_free(&sum);
@@ -879,8 +905,24 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
 
     meta.wall_seconds = kv_wall_now() - t0;
     meta.incomplete = stopped != 0;
+    /* Rows results.jsonl could not take (a full disk): the reports may
+     * still get them, but the folder's own record is short, so the run is
+     * incomplete and an ERROR row says why in every report. */
+    if (stream.mem != NULL) {
+        int64_t ninfile = 0;
+        for (int i = 0; i < nsel; i++) ninfile += stream.off[i] >= 0;
+        if (!stopped) {
+            meta.incomplete = true;
+            snprintf(meta.interrupted, sizeof meta.interrupted, "write error");
+            meta.ncases_done = ninfile;
+        }
+        if (kv_driver_run_error_row(&extra, "report", "%s could not take the rows of %lld of %d cases: %s",
+                                    stream.path, (long long)(nsel - ninfile), nsel, watch_error) != KV_OK)
+            fprintf(err, "kvrun: %s\n", kv_last_error_message());
+        rc = 1;
+    }
     if (stopped) {
-        snprintf(meta.interrupted, sizeof meta.interrupted, "%s", stopped == SIGINT ? "SIGINT" : "SIGTERM");
+        snprintf(meta.interrupted, sizeof meta.interrupted, "%s", kv_driver_stop_name(stopped));
         meta.ncases_done = nresumed + nfinished;
         fprintf(err,
                 "kvrun: interrupted by %s: %lld of %d cases finished; the reports in %s are marked incomplete; "
@@ -892,9 +934,17 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
     kv_report_build *build = kv_report_build_begin(rdir, &meta);
     kv_status wst = build == NULL ? kv_last_error() : kv_driver_reports(build, &stream, nsel, &extra, baseline);
     if (wst == KV_OK) wst = kv_report_build_finish(build, &meta);
+    char wwhy[512] = "";
     if (wst != KV_OK) {
-        fprintf(err, "kvrun: writing reports to %s: %s\n", rdir, kv_last_error_message());
+        snprintf(wwhy, sizeof wwhy, "%s", kv_last_error_message());
+        fprintf(err, "kvrun: writing reports to %s: %s\n", rdir, wwhy);
         rc = 1;
+        /* The console is the one report left: it says so. */
+        if (!meta.incomplete) {
+            meta.incomplete = true;
+            snprintf(meta.interrupted, sizeof meta.interrupted, "write error");
+            meta.ncases_done = nresumed + nfinished;
+        }
     }
     kv_report_stream_close(&stream);
     kv_result_list_free(&extra);
@@ -903,6 +953,9 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
      * "N passed, N failed, N skipped" line. */
     if (baseline != NULL && kv_baseline_notes(baseline, err) > 0) fflush(err);
     if (build != NULL) kv_report_build_console(build, out, &meta);
+    /* Last, so that a run whose reports are not on disk never ends with
+     * a "N passed, 0 failed" line. */
+    if (wst != KV_OK) fprintf(out, "== INCOMPLETE: the reports in %s could not be written: %s\n", rdir, wwhy);
     fflush(out);
     const int code = kv_report_build_exit_code(build, o->flaky_fail);
     if (code > rc) rc = code;

@@ -42,10 +42,10 @@
  * Interruption
  *   While cases run, the report folder is marked in progress and
  *   results.jsonl grows case by case (report.h, "a run in progress").
- *   SIGINT or SIGTERM stops the run: the workers are killed, every report
+ *   SIGINT, SIGTERM or SIGHUP stops the run: the workers are killed, every report
  *   is written from the cases that finished, marked incomplete, and the
- *   exit code is 128 + the signal (130, 143). A second signal ends kvrun
- *   at once (the handler is reset after the first). --resume continues.
+ *   exit code is 128 + the signal (130, 143, 129). A second signal does
+ *   not cut that short (SIGKILL does). --resume continues.
  *
  * Exit codes: 0 nothing failed, errored, crashed, timed out or passed
  * unexpectedly (kv_report_exit_code); 1 otherwise, and when the golden
@@ -151,6 +151,11 @@ kv_status kv_driver_backend_rows(const kv_driver_options *o, struct kv_result_li
  * stream) proved, and for a plugin that declares nothing. */
 struct kv_report_stream;
 kv_status kv_driver_support_rows(struct kv_report_stream *stream, int ncases, struct kv_result_list *out);
+/* run_errors.c: appends an ERROR row "run(WHAT)", check WHAT, for a
+ * fault of the run itself (a report or the golden store that could not be
+ * written), so that every report counts it. */
+kv_status kv_driver_run_error_row(struct kv_result_list *out, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* A requested accel target (KV_ACCEL_TARGET / --accel-target) that names
  * no backend at all (none loaded, none attempted): KV_ERR_INVALID_ARG, a
  * configuration error (kvrun exits 2). One that was attempted and did not

@@ -173,7 +173,9 @@ static int kv_write_full(int fd, const void *p, size_t n) {
 kv_status kv_isolate_worker_mem(const kv_isolate_config *cfg, int *mib) {
     const char *env = getenv("KV_WORKER_MEM");
     long v = KV_ISOLATE_DEFAULT_MEM_MIB;
-    if (env != NULL && env[0] != '\0') {
+    if (env != NULL && env[0] == '\0')
+        return kv_error(KV_ERR_INVALID_ARG, "KV_WORKER_MEM: empty value (unset it, or give a cap in MiB; 0: no cap)");
+    if (env != NULL) {
         char *end = NULL;
         errno = 0;
         v = strtol(env, &end, 10);
@@ -349,6 +351,7 @@ static void kv_worker_default_signals(void) {
     sa.sa_handler = SIG_IGN;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 #ifdef __linux__
     /* A parent killed by SIGKILL cannot kill its workers: the kernel does. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -585,6 +588,16 @@ static kv_status kv_worker_readable(kv_pool *p, kv_worker *w) {
         r.message[sizeof r.message - 1] = '\0';
         r.repro[sizeof r.repro - 1] = '\0';
         r.output[sizeof r.output - 1] = '\0';
+        st = kv_result_list_push(&p->per_case[w->case_index], &r);
+    }
+    /* Every case has rows (a skip says why): none means the worker could
+     * not even record a result (no memory under its cap), which must not
+     * read as a case that was never selected. */
+    if (st == KV_OK && h.count == 0) {
+        kv_check_result r;
+        kv_isolate_case_row(&r, p->cases[w->case_index], KV_RESULT_ERROR, kv_now() - w->started,
+                            "the worker answered with no result for this case: it could not run it%s",
+                            p->mem_mib > 0 ? " (out of memory under its cap, KV_WORKER_MEM?)" : "");
         st = kv_result_list_push(&p->per_case[w->case_index], &r);
     }
     if (st != KV_OK) return st;

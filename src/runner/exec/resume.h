@@ -5,8 +5,10 @@
  * killed while it ran) and carry the same fingerprint and seed as this
  * run (the same cases, options, gates, backends and KV_* settings):
  * otherwise the rows on disk are another run's, and resuming would mix
- * them. Its results.jsonl gives the rows of every case that finished (a
- * last line cut by a kill is dropped, so that case runs again); the other
+ * them. Its results.jsonl gives the rows of every case that finished
+ * (whole cases only: the last group of rows, which a kill or a full disk
+ * may have cut, and every case found twice run again; report.h,
+ * kv_report_stream_scan); the other
  * selected cases run now, and the reports list every case's rows in case
  * order, so the finished run's reports and totals are those of an
  * uninterrupted run. */

@@ -10,7 +10,9 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct verify_tally {
     int64_t checked[KV_DTYPE_COUNT];
@@ -20,7 +22,16 @@ typedef struct verify_tally {
 
 static verify_tally tally;
 
+/* KV_EXACT_VERIFY_LOG: 1 prints each violation, 0 (or unset) does not. */
+static bool verify_log_on(void) {
+    const char *v = getenv("KV_EXACT_VERIFY_LOG");
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
 kv_status kv_exact_verify_env_check(void) {
+    const char *log = getenv("KV_EXACT_VERIFY_LOG");
+    if (log != NULL && strcmp(log, "0") != 0 && strcmp(log, "1") != 0)
+        return kv_error(KV_ERR_INVALID_ARG, "KV_EXACT_VERIFY_LOG: expected 0 or 1, got '%s'", log);
     const char *v = getenv("KV_EXACT_VERIFY");
     if (v == NULL) return KV_OK;
     char *end = NULL;
@@ -97,7 +108,7 @@ void kv_exact_verify_element(mpfr_srcptr truth, double g, kv_dtype dt) {
     }
     tally.checked[dt]++;
     if (bad) tally.violations[dt]++;
-    if (bad && getenv("KV_EXACT_VERIFY_LOG"))
+    if (bad && verify_log_on())
         mpfr_fprintf(stderr, "golden truth: %s element %.17g is %.3g ulp from %.40Rg\n", kv_dtype_name(dt), g, ulps,
                      truth);
     if (ulps > tally.max_ulp[dt]) tally.max_ulp[dt] = ulps;

@@ -38,7 +38,8 @@
  *     which never requires grad;
  *   - `backward NAME` (at most once, after the steps) makes every floating
  *     input require grad and runs backward from NAME, which must hold one
- *     element (a scalar loss); the accel fast path check then compares
+ *     element (a scalar loss; kv_program_check_loss checks it when a case
+ *     file names the program); the accel fast path check then compares
  *     every step's requires_grad and grad_fn and every input's .grad too;
  *   - ops that write an argument (in-place, out=) are refused: a step's
  *     inputs are earlier values that later steps and the comparisons
@@ -113,6 +114,7 @@ typedef struct kv_program {
     int noutputs;
     int outputs[KV_PROG_MAX_VALUES];
     int backward;                /* the loss value of `backward NAME`; -1 when none */
+    int backward_line, backward_col; /* of NAME, for messages */
 } kv_program;
 
 /* Parses a .prog file (program_parse.c). On success *out is a new program
@@ -152,6 +154,14 @@ bool kv_program_step_reads(const kv_prog_step *s, int v);
 /* Stores step k's outputs `out` (ownership passes; *out is left empty)
  * into vals; KV_ERR_INTERNAL when their count is not the step's. */
 kv_status kv_program_step_store(const kv_program *p, int k, kv_case_outputs *out, kv_prog_values *vals);
+
+/* `backward NAME` needs a one-element NAME, which only running the steps
+ * tells: they run once on the CPU, on inputs filled from seed 0, up to the
+ * step that makes NAME. Any other size is a "FILE:LINE:COL" error at NAME
+ * (KV_ERR_INVALID_ARG); a step that fails here is left to the case's run
+ * to report. Called when a case file names the program, so the error
+ * comes before anything runs (kvrun exit 2). */
+kv_status kv_program_check_loss(const kv_program *p);
 
 /* The path the program of case c is read from (c->program). */
 kv_status kv_program_load_for(const kv_case *c, kv_program **out);

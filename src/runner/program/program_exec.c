@@ -7,6 +7,7 @@
 
 #include "kv/rng.h"
 #include "runner/case/case_args.h"
+#include "runner/case/spec.h"
 #include "runner/program/program.h"
 
 void kv_prog_values_free(kv_prog_values *vals) {
@@ -170,6 +171,31 @@ kv_status kv_program_step_store(const kv_program *p, int k, kv_case_outputs *out
         vals->v[v] = out.t[i];
     }
     return KV_OK;
+}
+
+kv_status kv_program_check_loss(const kv_program *p) {
+    if (p->backward < 0) return KV_OK;
+    kv_case c;
+    memset(&c, 0, sizeof c);
+    kv_prog_values vals;
+    kv_status st = kv_program_inputs(p, &c, &vals);
+    for (int k = 0; st == KV_OK && k < p->nsteps && vals.v[p->backward] == NULL; k++)
+        st = kv_program_step_run(p, k, &vals, 0);
+    const kv_tensor *loss = st == KV_OK ? vals.v[p->backward] : NULL;
+    st = KV_OK;
+    if (loss != NULL && kv_tensor_numel(loss) != 1) {
+        char shape[160] = "[";
+        size_t n = 1;
+        for (int d = 0; d < loss->ndim && n < sizeof shape; d++)
+            n += (size_t)snprintf(shape + n, sizeof shape - n, "%s%lld", d ? "," : "", (long long)loss->sizes[d]);
+        if (n < sizeof shape - 1) snprintf(shape + n, sizeof shape - n, "]");
+        st = kv_spec_error(KV_ERR_INVALID_ARG, p->path, p->backward_line, p->backward_col,
+                           "backward: '%s' holds %lld elements (shape %s): backward needs a one-element value (a "
+                           "scalar loss)",
+                           p->value_names[p->backward], (long long)kv_tensor_numel(loss), shape);
+    }
+    kv_prog_values_free(&vals);
+    return st;
 }
 
 bool kv_program_step_reads(const kv_prog_step *s, int v) {

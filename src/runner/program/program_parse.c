@@ -155,6 +155,8 @@ static kv_status pp_backward_line(pp_state *st, const char *s) {
     if (v < p->ninputs) return PP_ERR(st, s, "'%.*s' is an input: backward needs a value a step made", n, s);
     if (*pp_skip_blank(s + n)) return PP_ERR(st, pp_skip_blank(s + n), "unexpected text after the loss");
     p->backward = v;
+    p->backward_line = st->line;
+    p->backward_col = (int)(s - st->text) + 1;
     return KV_OK;
 }
 

@@ -206,8 +206,17 @@ typedef struct kv_report_stream {
     int64_t *off, *len;
     unsigned char *bad;          /* the case has a FAIL, ERROR, CRASH or TIMEOUT row */
     kv_result_list *mem;         /* rows an append could not write (disk full): held here instead */
+    /* --resume (kv_report_stream_scan): the cases found more than once,
+     * the first of them, and whether a cut last group was removed. */
+    int nrerun, ntorn;
+    char rerun_id[KV_CASE_ID_MAX];
 } kv_report_stream;
 
+/* Before a run's slow start (plugin probing): when `dir` holds a
+ * complete run, its reports, meta.json and results.jsonl are removed, so
+ * that a kill before kv_report_begin leaves no old green report that
+ * reads as this run's. An incomplete run's folder is left for --resume. */
+kv_status kv_report_retire(const char *dir);
 /* Marks `dir` in progress (meta must say incomplete) and opens its
  * results.jsonl: emptied, or kept and appended to when `resume`. */
 kv_status kv_report_begin(const char *dir, const kv_report_meta *meta, bool resume, kv_report_stream *s);
@@ -226,9 +235,11 @@ bool kv_report_stream_bad(const kv_report_stream *s, int ci);
 /* Appends case ci's rows, read back, to `out`. */
 kv_status kv_report_stream_read_case(kv_report_stream *s, int ci, kv_result_list *out);
 /* --resume: indexes the rows already in the file. ids[i] is case i's ID;
- * rows of other cases are left out, a case's last group of rows wins, and
- * a last line cut by a kill is removed from the file (that case reruns).
- * *found gets the number of cases with rows. */
+ * rows of other cases are left out; the last group of rows, which a kill
+ * or a full disk may have cut short, is removed from the file with a cut
+ * line after it (ntorn), so that case reruns; a case with more than one
+ * group of rows reruns (nrerun, rerun_id). *found gets the number of
+ * cases with rows. */
 kv_status kv_report_stream_scan(kv_report_stream *s, const char *const *ids, int n, int *found);
 void kv_report_stream_close(kv_report_stream *s);
 

@@ -60,7 +60,9 @@ kv_report_build *kv_report_build_begin(const char *dir, const kv_report_meta *me
 kv_status kv_report_build_add(kv_report_build *b, const kv_check_result *r) {
     if (b == NULL || r == NULL)
         return kv_error(KV_ERR_INVALID_ARG, "kv_report_build_add: argument '%s': is NULL", b == NULL ? "b" : "r");
-    if (b->failed != KV_OK) return KV_OK; /* reported once, by finish */
+    /* A file that failed (a full disk) is reported once, by finish; the
+     * counts go on, so the console still counts every row. */
+    if (b->failed != KV_OK) return kv_report_agg_add(&b->agg, r);
     kv_status st = KV_OK;
     char *line = kv_report_result_line(r);
     if (line == NULL) {

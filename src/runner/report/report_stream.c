@@ -26,6 +26,27 @@ static char *kv_in_dir(const char *dir, const char *name) {
     return p;
 }
 
+kv_status kv_report_retire(const char *dir) {
+    char *mp = kv_in_dir(dir, KV_REPORT_META);
+    kv_report_meta *was = malloc(sizeof *was);
+    kv_status st = mp == NULL || was == NULL ? kv_error(KV_ERR_OOM, "report: '%s': out of memory", dir) : KV_OK;
+    /* No meta.json (or one that does not read): nothing that passes for
+     * a finished run. An incomplete one stays for --resume. */
+    const bool complete = st == KV_OK && kv_merge_read_meta(mp, was, NULL) == KV_OK && !was->incomplete;
+    static const char *const green[] = { KV_REPORT_META, KV_REPORT_JSONL };
+    for (size_t i = 0; complete && st == KV_OK && i < sizeof kv_stale_reports / sizeof kv_stale_reports[0] + 2; i++) {
+        const size_t ns = sizeof kv_stale_reports / sizeof kv_stale_reports[0];
+        char *p = kv_in_dir(dir, i < ns ? kv_stale_reports[i] : green[i - ns]);
+        if (p == NULL) st = kv_error(KV_ERR_OOM, "report: '%s': out of memory", dir);
+        else if (unlink(p) != 0 && errno != ENOENT)
+            st = kv_error(KV_ERR_INVALID_ARG, "report: cannot remove the old '%s': %s", p, strerror(errno));
+        free(p);
+    }
+    free(was);
+    free(mp);
+    return st;
+}
+
 kv_status kv_report_begin(const char *dir, const kv_report_meta *meta, bool resume, kv_report_stream *s) {
     memset(s, 0, sizeof *s);
     s->fd = -1;
@@ -103,7 +124,11 @@ static kv_status stream_append(kv_report_stream *s, const kv_result_list *rows, 
         }
         done += (size_t)k;
     }
-    s->size += (int64_t)done;
+    /* A short write (a full disk) leaves part of the case's rows: cut
+     * back, so that the file holds whole cases only and a later append
+     * never continues a torn line. */
+    if (st == KV_OK) s->size += (int64_t)done;
+    else if (done > 0 && ftruncate(s->fd, (off_t)*off) != 0) s->size += (int64_t)done;
     if (st == KV_OK) *len_out = (int64_t)len;
     free(buf);
     return st;
@@ -258,6 +283,8 @@ typedef struct stream_scan_ctx {
     int cur;                   /* the case of the group being read, -1: none */
     char cur_id[KV_CASE_ID_MAX];
     int64_t end;               /* where the last whole line ends */
+    int64_t group_at;          /* where the last group starts */
+    int *groups;               /* per case: how many groups of its rows the file holds */
 } stream_scan_ctx;
 
 static kv_status stream_scan_line(void *ctx, char *line, int64_t at, int64_t n) {
@@ -271,10 +298,12 @@ static kv_status stream_scan_line(void *ctx, char *line, int64_t at, int64_t n) 
         const stream_id *hit = bsearch(&key, c->ids, (size_t)c->n, sizeof *c->ids, stream_id_cmp);
         snprintf(c->cur_id, sizeof c->cur_id, "%s", c->r->case_id);
         c->cur = hit ? hit->index : -1;
+        c->group_at = at;
         if (c->cur < 0) {
             c->cur = -2; /* a case not selected now: skipped, as a group */
             return KV_OK;
         }
+        c->groups[c->cur]++;
         c->s->off[c->cur] = at;
         c->s->len[c->cur] = 0;
         c->s->bad[c->cur] = 0;
@@ -291,25 +320,48 @@ kv_status kv_report_stream_scan(kv_report_stream *s, const char *const *ids, int
     if (s == NULL || s->fd < 0 || s->off == NULL || n > s->ncases)
         return kv_error(KV_ERR_INVALID_ARG, "kv_report_stream_scan: no open, indexed stream");
     stream_id *sorted = malloc(((size_t)n + 1) * sizeof *sorted);
-    stream_scan_ctx c = { s, sorted, n, malloc(sizeof(kv_check_result)), -1, "", 0 };
+    stream_scan_ctx c = { s, sorted, n, malloc(sizeof(kv_check_result)), -1, "", 0, 0, calloc((size_t)n + 1, sizeof(int)) };
     kv_status st = KV_OK;
-    if (sorted == NULL || c.r == NULL) st = kv_error(KV_ERR_OOM, "--resume: out of memory");
+    s->nrerun = s->ntorn = 0;
+    s->rerun_id[0] = '\0';
+    if (sorted == NULL || c.r == NULL || c.groups == NULL) st = kv_error(KV_ERR_OOM, "--resume: out of memory");
     for (int i = 0; st == KV_OK && i < n; i++) sorted[i] = (stream_id){ ids[i], i };
     if (st == KV_OK) qsort(sorted, (size_t)n, sizeof *sorted, stream_id_cmp);
     if (st == KV_OK) st = stream_lines(s, 0, s->size, stream_scan_line, &c);
-    /* A line cut by a kill: gone, so the next append starts a whole line. */
-    if (st == KV_OK && c.end < s->size) {
-        if (ftruncate(s->fd, (off_t)c.end) != 0) {
+    /* The last group may be short of rows: a case's rows are one write,
+     * and a kill or a full disk can cut a write anywhere, a line's end
+     * included, where nothing in the file shows the cut. So the last
+     * group goes (its case runs again, at the cost of one case), with a
+     * cut line after it, and the next append starts a whole line. */
+    const bool torn = c.end < s->size;
+    if (st == KV_OK && (c.cur != -1 || torn)) {
+        const int64_t cut = c.cur != -1 ? c.group_at : 0;
+        if (ftruncate(s->fd, (off_t)cut) != 0) {
             const int e = errno;
-            st = kv_error(KV_ERR_INVALID_ARG, "--resume: cannot cut the partial last line of '%s': %s", s->path,
+            st = kv_error(KV_ERR_INVALID_ARG, "--resume: cannot cut the last group of rows of '%s': %s", s->path,
                           strerror(e));
         } else {
-            s->size = c.end;
+            s->size = cut;
+            s->ntorn = torn;
+            if (c.cur >= 0) {
+                s->off[c.cur] = -1;
+                s->bad[c.cur] = 0;
+            }
         }
+    }
+    /* A case with two groups of rows (a kill during --retry, a file put
+     * together by hand): which one is its whole result cannot be told,
+     * so it runs again, and the reports hold that run's rows only. */
+    for (int i = 0; st == KV_OK && i < n; i++) {
+        if (c.groups[i] < 2) continue;
+        if (s->nrerun++ == 0) snprintf(s->rerun_id, sizeof s->rerun_id, "%s", ids[i]);
+        s->off[i] = -1;
+        s->bad[i] = 0;
     }
     for (int i = 0; st == KV_OK && i < n; i++) *found += s->off[i] >= 0;
     free(sorted);
     free(c.r);
+    free(c.groups);
     return st;
 }
 
