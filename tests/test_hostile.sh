@@ -33,6 +33,10 @@ export KV_BACKEND_PROBE_TIMEOUT
 #   @grad    the plugin as the accel target, div.Tensor under mode=grad:
 #            div's backward calls the plugin's mul.Tensor (its other ops
 #            run the host reference), so the fault is inside another op.
+#   @fdlimit mul.Tensor on shapes with stored goldens, under an fd limit
+#            22 above what the shell has open: a plugin leaking a
+#            descriptor per call exhausts the worker's, and the golden
+#            check must then say so, never "corrupt ... regenerate".
 # (--timeout=4: a case's budget covers every check, the threads check's six
 # calls included; with every plugin's kvrun at once on 2 busy cores, the
 # host-leak plugin's case, 2 MiB touched per call, took over 2 s.)
@@ -42,6 +46,7 @@ slice="--op=add.Tensor,mul.Tensor --dtype=f32 --shape=4x5 --fill=exact --check=g
 slice_of() { # RUN-ID
     case $1 in
     *@require) echo "--require-backend=hostile_${1%@*} $slice" ;;
+    *@fdlimit) echo "--op=mul.Tensor --dtype=f32 --shape=3x4,4x4,3x3,6x7,4x5,2x3 --fill=exact --check=golden,variants,memory,threads --jobs=1 --timeout=4" ;;
     *@grad) echo "--accel-target=hostile_${1%@*} --op=div.Tensor --dtype=f32 --shape=3x4 --mode=grad --device=accel --jobs=1 --timeout=2" ;;
     *) echo "$slice" ;;
     esac
@@ -127,6 +132,8 @@ table() {
     row required mem_halfcopy          mem_halfcopy    nonzero 'status=FAIL backend=hostile_mem_halfcopy ~mem\.copy_on_device.of.1027.bytes.did.not.copy' -
     row required kernel_race           kernel_race     nonzero 'status=FAIL op=mul\.Tensor check=threads:hostile_kernel_race backend=hostile_kernel_race ~mul\.Tensor.kernel.of.hostile_kernel_race.is.not.thread-safe' -
     row required kernel_race:control   kernel_race     nonzero 'status=PASS op=add\.Tensor check=threads:hostile_kernel_race backend=hostile_kernel_race' -
+    row required kernel_fdleak:exhausted kernel_fdleak@fdlimit nonzero 'status=ERROR check=golden ~ran.out.of.file.descriptors' -
+    row required kernel_fdleak:no-regen-advice kernel_fdleak@fdlimit nonzero '!~(regenerate|corrupt)' -
     row required kernel_mapleak        kernel_mapleak  nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_mapleak ~memory.mappings.leaked' -
     row required mem_memset            mem_memset      nonzero 'status=FAIL backend=hostile_mem_memset ~mem\.memset.of.1027.bytes.to.0x5C.did.not.set' -
 }
@@ -149,6 +156,7 @@ fi
 for p in $(cut -d "$us" -f 3 "$tmp/table" | sort -u); do
     mkdir -p "$tmp/$p/report"
     (
+        case $p in *@fdlimit) ulimit -n $(($(ls /proc/self/fd | wc -l) + 22)) ;; esac
         # shellcheck disable=SC2046 # the slice is meant to split into options
         timeout -k 2 "$limit" "$kvrun" --backend="$plugins/libhostile_${p%@*}.so" $(slice_of "$p") \
             --report-dir="$tmp/$p/report" >"$tmp/$p/console" 2>&1
