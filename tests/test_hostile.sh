@@ -19,7 +19,10 @@ kvrun=${KVRUN:-build/kvrun}
 plugins=$(dirname "$kvrun")/tests/plugins/hostile
 # How long one kvrun may take before it counts as hung; the loader gives up
 # on a plugin that hangs at load well before that (kv/backend.h, probing).
-limit=${KV_HOSTILE_TIMEOUT:-10}
+# Every plugin's kvrun starts at once (below): on 2 shared cores, 38 of them
+# beside other builds took over 10 s of wall time while each needs under
+# 0.3 s of CPU, so the limit is generous; a real hang never ends at all.
+limit=${KV_HOSTILE_TIMEOUT:-30}
 KV_BACKEND_PROBE_TIMEOUT=3
 export KV_BACKEND_PROBE_TIMEOUT
 # The slices. A row's PLUGIN column is PLUGIN or PLUGIN@SLICE.
@@ -30,10 +33,20 @@ export KV_BACKEND_PROBE_TIMEOUT
 #   @grad    the plugin as the accel target, div.Tensor under mode=grad:
 #            div's backward calls the plugin's mul.Tensor (its other ops
 #            run the host reference), so the fault is inside another op.
-slice="--op=add.Tensor,mul.Tensor --dtype=f32 --shape=4x5 --fill=exact --jobs=1 --timeout=2"
+#   @fdlimit mul.Tensor on shapes with stored goldens, under an fd limit
+#            22 above what the shell has open: a plugin leaking a
+#            descriptor per call exhausts the worker's, and the golden
+#            check must then say so, never "corrupt ... regenerate".
+# (--timeout=4: a case's budget covers every check, the threads check's six
+# calls included; with every plugin's kvrun at once on 2 busy cores, the
+# host-leak plugin's case, 2 MiB touched per call, took over 2 s.)
+# (--check: the default set, plus threads, which by default runs on a
+# sample of the cases only.)
+slice="--op=add.Tensor,mul.Tensor --dtype=f32 --shape=4x5 --fill=exact --check=golden,variants,memory,threads --jobs=1 --timeout=4"
 slice_of() { # RUN-ID
     case $1 in
     *@require) echo "--require-backend=hostile_${1%@*} $slice" ;;
+    *@fdlimit) echo "--op=mul.Tensor --dtype=f32 --shape=3x4,4x4,3x3,6x7,4x5,2x3 --fill=exact --check=golden,variants,memory,threads --jobs=1 --timeout=4" ;;
     *@grad) echo "--accel-target=hostile_${1%@*} --op=div.Tensor --dtype=f32 --shape=3x4 --mode=grad --device=accel --jobs=1 --timeout=2" ;;
     *) echo "$slice" ;;
     esac
@@ -48,7 +61,8 @@ slice_of() { # RUN-ID
 #   RESULT   terms one results.jsonl line must all match (case-
 #            insensitive), space-separated: KEY=ERE matches the field
 #            "KEY":"ERE" (status=(ERROR|CRASH)), ~ERE anywhere in the line
-#            (write a space as .); or - for no row
+#            (write a space as .); or - for no row; a leading ! means
+#            that no line may match all the terms
 #   CONSOLE  an ERE kvrun's stdout+stderr must match, or -
 table() {
     # At load: the run still completes, with an ERROR row naming the plugin
@@ -101,6 +115,27 @@ table() {
     row required kernel_unwritten:check-name kernel_unwritten nonzero 'status=FAIL check=variants:hostile_kernel_unwritten' -
     row required kernel_silent         kernel_silent   nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_silent' -
     row required kernel_copyfail       kernel_copyfail nonzero 'status=(FAIL|ERROR) op=mul\.Tensor backend=hostile_kernel_copyfail ~device.lost' -
+    # Every promise of the ABI (issue 22; docs/plugin-abi.md lists them).
+    # At load: the descriptor, its strings, where a plugin may register.
+    row required load_overrun          load_overrun    nonzero 'status=ERROR ~libhostile_load_overrun\.so ~wrote.past.the.end.of.kv_backend_desc' 'libhostile_load_overrun\.so.*past the end of kv_backend_desc'
+    row required load_nonul            load_nonul      nonzero 'status=ERROR ~libhostile_load_nonul\.so ~name.has.no.terminating.NUL' 'libhostile_load_nonul\.so.*no terminating NUL'
+    row required load_foreignkey       load_foreignkey nonzero 'status=ERROR backend=hostile_load_foreignkey ~kernel.for.mul\.Tensor.at.key.CPU ~not.its.own' 'hostile_load_foreignkey.*mul\.Tensor at key CPU'
+    row required load_foreignkey:cpu-untouched load_foreignkey nonzero '!status=FAIL backend=cpu' -
+    row required load_foreignvar       load_foreignvar nonzero 'status=ERROR backend=hostile_load_foreignvar ~variant.for.mul\.Tensor.at.key.CPU' 'hostile_load_foreignvar.*variant for mul\.Tensor at key CPU'
+    # In mul.Tensor, or in the mem ops.
+    row required kernel_devindex       kernel_devindex nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_devindex ~says.device.hostile_kernel_devindex:1 ~memory.is.hostile_kernel_devindex:0' -
+    row required kernel_fpenv          kernel_fpenv    nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_fpenv ~mul\.Tensor.kernel.of.hostile_kernel_fpenv.changed.the.floating-point.environment ~toward-zero' -
+    row required kernel_fpenv:cpu-untouched kernel_fpenv nonzero '!status=(FAIL|ERROR|CRASH) backend=cpu' -
+    row required kernel_underrun       kernel_underrun nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_underrun ~wrote.before.its.output' -
+    row required kernel_fdleak         kernel_fdleak   nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_fdleak ~file.descriptors.leaked' -
+    row required kernel_copycrash      kernel_copycrash nonzero 'status=CRASH op=mul\.Tensor backend=hostile_kernel_copycrash ~copy_to_host.mem.op.of.hostile_kernel_copycrash' -
+    row required mem_halfcopy          mem_halfcopy    nonzero 'status=FAIL backend=hostile_mem_halfcopy ~mem\.copy_on_device.of.1027.bytes.did.not.copy' -
+    row required kernel_race           kernel_race     nonzero 'status=FAIL op=mul\.Tensor check=threads:hostile_kernel_race backend=hostile_kernel_race ~mul\.Tensor.kernel.of.hostile_kernel_race.is.not.thread-safe' -
+    row required kernel_race:control   kernel_race     nonzero 'status=PASS op=add\.Tensor check=threads:hostile_kernel_race backend=hostile_kernel_race' -
+    row required kernel_fdleak:exhausted kernel_fdleak@fdlimit nonzero 'status=ERROR check=golden ~ran.out.of.file.descriptors' -
+    row required kernel_fdleak:no-regen-advice kernel_fdleak@fdlimit nonzero '!~(regenerate|corrupt)' -
+    row required kernel_mapleak        kernel_mapleak  nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_mapleak ~memory.mappings.leaked' -
+    row required mem_memset            mem_memset      nonzero 'status=FAIL backend=hostile_mem_memset ~mem\.memset.of.1027.bytes.to.0x5C.did.not.set' -
 }
 
 tmp=$(mktemp -d)
@@ -121,6 +156,7 @@ fi
 for p in $(cut -d "$us" -f 3 "$tmp/table" | sort -u); do
     mkdir -p "$tmp/$p/report"
     (
+        case $p in *@fdlimit) ulimit -n $(($(ls /proc/self/fd | wc -l) + 22)) ;; esac
         # shellcheck disable=SC2046 # the slice is meant to split into options
         timeout -k 2 "$limit" "$kvrun" --backend="$plugins/libhostile_${p%@*}.so" $(slice_of "$p") \
             --report-dir="$tmp/$p/report" >"$tmp/$p/console" 2>&1
@@ -218,9 +254,19 @@ while IFS="$us" read -r mode name plugin want_exit terms console_pat <&3; do
         missing="$missing; junit.xml does not parse"
     fi
     # the row that reports the fault, and the console naming the plugin
-    if [ "$terms" != "-" ] && [ -s "$rep/results.jsonl" ] && ! row_matches "$rep/results.jsonl" "$terms"; then
-        missing="$missing; no results.jsonl row with $terms"
-    fi
+    case $terms in
+    -) ;;
+    !*)
+        if [ -s "$rep/results.jsonl" ] && row_matches "$rep/results.jsonl" "${terms#!}"; then
+            missing="$missing; a results.jsonl row has ${terms#!}"
+        fi
+        ;;
+    *)
+        if [ -s "$rep/results.jsonl" ] && ! row_matches "$rep/results.jsonl" "$terms"; then
+            missing="$missing; no results.jsonl row with $terms"
+        fi
+        ;;
+    esac
     if [ "$console_pat" != "-" ] && ! grep -Eq -- "$console_pat" "$dir/console"; then
         missing="$missing; console does not match '$console_pat'"
     fi

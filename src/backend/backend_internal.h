@@ -19,6 +19,17 @@ kv_status kv_backend_storage_upload(kv_storage *dst, const void *host_src, size_
 /* Whether d's declared support names only real ops and dtypes; the load
  * fails with the error otherwise (support.c). */
 kv_status kv_backend_support_check(const kv_backend_desc *d, const char *path);
+/* ---- registration scope (scope.c) ----
+ * Between begin and end, the host table's register_kernel,
+ * register_fallback and tune_register_variant accept only `type`'s key;
+ * outside, nothing. end returns the first refusal's message (naming the
+ * plugin, what, the op and the key) or NULL. */
+void kv_backend_scope_begin(kv_device_type type, const char *name);
+const char *kv_backend_scope_end(void);
+kv_status kv_backend_scope_register_kernel(const char *op_name, kv_key key, kv_kernel_fn fn);
+void kv_backend_scope_register_fallback(kv_key key, kv_kernel_fn fn);
+kv_status kv_backend_scope_register_variant(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
+                                            bool (*pred)(const kv_op *op, const kv_stack *stack));
 
 /* ---- the probe (probe.c) ----
  * Runs load(path) in a forked child with a timeout (KV_BACKEND_PROBE_TIMEOUT

@@ -5,6 +5,7 @@
  * A copy takes the whole storage, not just the elements: the runner's
  * layouts (gaps, offsets, stride-0 dims) then arrive exactly as placed,
  * and a kernel that reads a gap reads the same bytes on every backend. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,42 @@ static kv_status ops_for(kv_device_type t, const kv_backend_desc **out) {
                     kv_device_type_name(t));
 }
 
+static _Atomic(kv_backend_mem_observer) g_mem_observer;
+
+void kv_backend_set_mem_observer(kv_backend_mem_observer fn) { atomic_store(&g_mem_observer, fn); }
+
+const char *kv_backend_mem_op_name(kv_backend_mem_op op) {
+    switch (op) {
+    case KV_BACKEND_MEM_NONE: return "none";
+    case KV_BACKEND_MEM_COPY_TO_DEVICE: return "copy_to_device";
+    case KV_BACKEND_MEM_COPY_TO_HOST: return "copy_to_host";
+    case KV_BACKEND_MEM_COPY_ON_DEVICE: return "copy_on_device";
+    case KV_BACKEND_MEM_MEMSET: return "memset";
+    case KV_BACKEND_MEM_SYNCHRONIZE: return "synchronize";
+    }
+    return "?";
+}
+
+/* The observer around one plugin mem op. */
+static void mem_watch(const kv_backend_desc *d, kv_backend_mem_op op, bool enter) {
+    const kv_backend_mem_observer obs = atomic_load_explicit(&g_mem_observer, memory_order_relaxed);
+    if (obs != NULL) obs(d->device_type, op, enter);
+}
+
+static kv_status to_device(const kv_backend_desc *d, void *dst, const void *src, size_t n) {
+    mem_watch(d, KV_BACKEND_MEM_COPY_TO_DEVICE, true);
+    const kv_status st = d->mem.copy_to_device(d->context, dst, src, n);
+    mem_watch(d, KV_BACKEND_MEM_COPY_TO_DEVICE, false);
+    return st;
+}
+
+static kv_status to_host(const kv_backend_desc *d, void *dst, const void *src, size_t n) {
+    mem_watch(d, KV_BACKEND_MEM_COPY_TO_HOST, true);
+    const kv_status st = d->mem.copy_to_host(d->context, dst, src, n);
+    mem_watch(d, KV_BACKEND_MEM_COPY_TO_HOST, false);
+    return st;
+}
+
 static kv_status copy_bytes(void *dst, const kv_backend_desc *dd, const void *src, const kv_backend_desc *sd,
                             size_t n) {
     if (n == 0) return KV_OK;
@@ -49,14 +86,19 @@ static kv_status copy_bytes(void *dst, const kv_backend_desc *dd, const void *sr
         memcpy(dst, src, n);
         return KV_OK;
     }
-    if (sd == NULL) return dd->mem.copy_to_device(dd->context, dst, src, n);
-    if (dd == NULL) return sd->mem.copy_to_host(sd->context, dst, src, n);
-    if (dd == sd && dd->mem.copy_on_device != NULL) return dd->mem.copy_on_device(dd->context, dst, src, n);
+    if (sd == NULL) return to_device(dd, dst, src, n);
+    if (dd == NULL) return to_host(sd, dst, src, n);
+    if (dd == sd && dd->mem.copy_on_device != NULL) {
+        mem_watch(dd, KV_BACKEND_MEM_COPY_ON_DEVICE, true);
+        const kv_status st = dd->mem.copy_on_device(dd->context, dst, src, n);
+        mem_watch(dd, KV_BACKEND_MEM_COPY_ON_DEVICE, false);
+        return st;
+    }
     /* Two devices (or one without a device-side copy): bounce. */
     void *tmp = malloc(n);
     if (tmp == NULL) return kv_error(KV_ERR_OOM, "backend copy: no host memory for a %zu-byte bounce buffer", n);
-    kv_status st = sd->mem.copy_to_host(sd->context, tmp, src, n);
-    if (st == KV_OK) st = dd->mem.copy_to_device(dd->context, dst, tmp, n);
+    kv_status st = to_host(sd, tmp, src, n);
+    if (st == KV_OK) st = to_device(dd, dst, tmp, n);
     free(tmp);
     return st;
 }
@@ -143,13 +185,51 @@ kv_status kv_backend_mem_read(kv_device_type t, void *host_dst, const void *src,
     return copy_bytes(host_dst, NULL, src, d, nbytes);
 }
 
+kv_status kv_backend_mem_copy(kv_device_type t, void *dst, const void *src, size_t nbytes) {
+    kv_device_type mem = KV_DEVICE_CPU;
+    const kv_backend_desc *d = NULL;
+    kv_status st = memory_type(t, &mem);
+    if (st == KV_OK) st = ops_for(mem, &d);
+    if (st != KV_OK) return st;
+    return copy_bytes(dst, d, src, d, nbytes);
+}
+
+kv_status kv_backend_mem_set(kv_device_type t, void *dst, int byte, size_t nbytes) {
+    kv_device_type mem = KV_DEVICE_CPU;
+    const kv_backend_desc *d = NULL;
+    kv_status st = memory_type(t, &mem);
+    if (st == KV_OK) st = ops_for(mem, &d);
+    if (st != KV_OK || nbytes == 0) return st;
+    if (d == NULL) {
+        memset(dst, byte, nbytes);
+        return KV_OK;
+    }
+    if (d->mem.memset != NULL) {
+        mem_watch(d, KV_BACKEND_MEM_MEMSET, true);
+        st = d->mem.memset(d->context, dst, byte, nbytes);
+        mem_watch(d, KV_BACKEND_MEM_MEMSET, false);
+        return st;
+    }
+    /* memset is optional: without it, the bytes go over from the host. */
+    void *tmp = malloc(nbytes);
+    if (tmp == NULL) return kv_error(KV_ERR_OOM, "backend memset: no host memory for %zu bytes", nbytes);
+    memset(tmp, byte, nbytes);
+    st = to_device(d, dst, tmp, nbytes);
+    free(tmp);
+    return st;
+}
+
 kv_status kv_backend_synchronize(kv_device_type t) {
     kv_device_type mem = KV_DEVICE_CPU;
     const kv_backend_desc *d = NULL;
     kv_status st = memory_type(t, &mem);
     if (st == KV_OK) st = ops_for(mem, &d);
     if (st != KV_OK) return st;
-    return d != NULL && d->mem.synchronize != NULL ? d->mem.synchronize(d->context) : KV_OK;
+    if (d == NULL || d->mem.synchronize == NULL) return KV_OK;
+    mem_watch(d, KV_BACKEND_MEM_SYNCHRONIZE, true);
+    st = d->mem.synchronize(d->context);
+    mem_watch(d, KV_BACKEND_MEM_SYNCHRONIZE, false);
+    return st;
 }
 
 kv_tensor *kv_backend_host_view(const kv_tensor *t, void *host_base) {

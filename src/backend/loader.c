@@ -82,6 +82,20 @@ static kv_status record_fail(kv_backend_info *r, kv_backend_state state, kv_stat
     return kv_error(code, "%s", r->message);
 }
 
+/* The canary band past the descriptor: a plugin built against a struct
+ * longer by up to this much is caught (the issue's case was 512 bytes);
+ * any farther write lands in the heap and is as likely to crash the probe
+ * child, which names the plugin too. */
+#define LOADER_CANARY 4096
+#define LOADER_CANARY_BYTE 0xA5
+
+/* 1 + the offset of the last damaged canary byte, 0 when intact. */
+static size_t canary_damage(const unsigned char *band) {
+    for (size_t i = LOADER_CANARY; i > 0; i--)
+        if (band[i - 1] != LOADER_CANARY_BYTE) return i;
+    return 0;
+}
+
 /* The device type names plugins may claim, for messages. */
 static const char *slot_name(kv_device_type t) {
     return (int)t >= 0 && t < KV_DEVICE_TYPE_COUNT ? kv_device_type_name(t) : "any plugin slot";
@@ -198,11 +212,31 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
     kv_backend_entry_fn entry;
     memcpy(&entry, &sym, sizeof entry); /* POSIX: a function address travels as void * */
 
-    kv_backend_desc d;
-    memset(&d, 0, sizeof d);
-    d.host = kv_backend_host_api();
+    /* The descriptor lives in a heap block with a canary band past its
+     * end: a plugin built against a longer struct (or writing past a
+     * field) damages the band, not the loader's stack, and is named. */
+    unsigned char *block = malloc(sizeof(kv_backend_desc) + LOADER_CANARY);
+    if (block == NULL) {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_OOM, "backend '%s': out of memory for its descriptor; skipped",
+                           path);
+    }
+    memset(block, 0, sizeof(kv_backend_desc));
+    memset(block + sizeof(kv_backend_desc), LOADER_CANARY_BYTE, LOADER_CANARY);
+    kv_backend_desc *dp = (kv_backend_desc *)(void *)block;
+    dp->host = kv_backend_host_api();
     kv_backend_probe_stage("its entry point " KV_BACKEND_ENTRY_NAME);
-    const int rc = entry(&d, KV_BACKEND_ABI_VERSION);
+    const int rc = entry(dp, KV_BACKEND_ABI_VERSION);
+    const size_t overrun = canary_damage(block + sizeof(kv_backend_desc));
+    kv_backend_desc d = *dp;
+    free(block);
+    if (overrun > 0) {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
+                           "backend '%s': its entry point wrote past the end of kv_backend_desc (up to byte %zu "
+                           "after its %zu bytes; built against another kv/backend.h?); skipped",
+                           path, overrun, sizeof(kv_backend_desc));
+    }
     if (d.abi_version != KV_BACKEND_ABI_VERSION) {
         dlclose(handle);
         if (d.abi_version == 0)
@@ -215,9 +249,22 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
                            "skipped (rebuild it against this kv/backend.h)",
                            path, d.abi_version, KV_BACKEND_ABI_VERSION);
     }
-    d.name[sizeof d.name - 1] = '\0';
-    d.reason[sizeof d.reason - 1] = '\0';
-    d.version[sizeof d.version - 1] = '\0';
+    /* A string without its NUL would be read past its field (or cut
+     * silently, if we terminated it here): the plugin's error, named. */
+    const char *unterminated = memchr(d.name, '\0', sizeof d.name) == NULL         ? "name"
+                               : memchr(d.version, '\0', sizeof d.version) == NULL ? "version"
+                               : memchr(d.reason, '\0', sizeof d.reason) == NULL   ? "reason"
+                                                                                   : NULL;
+    if (unterminated != NULL) {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
+                           "backend '%s'%s%.*s%s: its descriptor's %s has no terminating NUL within its %zu bytes; "
+                           "skipped",
+                           path, " (", (int)sizeof d.name - 1, d.name, ")", unterminated,
+                           strcmp(unterminated, "name") == 0      ? sizeof d.name
+                           : strcmp(unterminated, "version") == 0 ? sizeof d.version
+                                                                  : sizeof d.reason);
+    }
     snprintf(r->name, sizeof r->name, "%s", d.name);
     snprintf(r->version, sizeof r->version, "%s", d.version);
     if (rc != 0) {
@@ -304,7 +351,10 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
      * a fallback of the plugin's own replaces it. */
     if (!d.no_default_fallback) kv_register_fallback((kv_key)type, kv_backend_stage_reference);
     kv_backend_probe_stage("its register_kernels");
-    const kv_status st = d.register_kernels(d.context, type);
+    kv_backend_scope_begin(type, d.name);
+    kv_status st = d.register_kernels(d.context, type);
+    const char *refused = kv_backend_scope_end();
+    if (refused != NULL) st = kv_error(KV_ERR_INVALID_ARG, "%s", refused); /* whatever it returned */
     if (st != KV_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", kv_last_error_message());

@@ -294,6 +294,25 @@ kv_status kv_backend_storage_copy(const kv_storage *s, void *dst, const void *sr
 /* t itself (retained) when its memory is host-addressable, else a host
  * copy: what code that must read a tensor calls first. */
 kv_tensor *kv_backend_readable(const kv_tensor *t);
+/* ---- watching the mem ops (the runner's in-flight record) ----
+ * An observer called just before (enter) and after every call libkv makes
+ * into a plugin's copy_to_device, copy_to_host, copy_on_device, memset
+ * and synchronize, on the calling thread: the runner's worker records it,
+ * so a crash inside one names the plugin and the op. NULL: none (the
+ * default; one atomic load per copy when none is set). */
+typedef enum kv_backend_mem_op {
+    KV_BACKEND_MEM_NONE,
+    KV_BACKEND_MEM_COPY_TO_DEVICE,
+    KV_BACKEND_MEM_COPY_TO_HOST,
+    KV_BACKEND_MEM_COPY_ON_DEVICE,
+    KV_BACKEND_MEM_MEMSET,
+    KV_BACKEND_MEM_SYNCHRONIZE,
+} kv_backend_mem_op;
+typedef void (*kv_backend_mem_observer)(kv_device_type t, kv_backend_mem_op op, bool enter);
+void kv_backend_set_mem_observer(kv_backend_mem_observer fn);
+/* "copy_to_host", ...: the descriptor's field name. */
+const char *kv_backend_mem_op_name(kv_backend_mem_op op);
+
 /* Waits for the device of type t to finish queued work (no-op for host
  * memory). */
 kv_status kv_backend_synchronize(kv_device_type t);
@@ -304,6 +323,13 @@ kv_status kv_backend_synchronize(kv_device_type t);
  * allocator writes and reads its redzones with these. */
 kv_status kv_backend_mem_write(kv_device_type t, void *dst, const void *host_src, size_t nbytes);
 kv_status kv_backend_mem_read(kv_device_type t, void *host_dst, const void *src, size_t nbytes);
+/* nbytes from src to dst, both in memory of device type t: the backend's
+ * mem.copy_on_device (a host bounce when it has none). */
+kv_status kv_backend_mem_copy(kv_device_type t, void *dst, const void *src, size_t nbytes);
+/* nbytes of memory of device type t set to `byte`: the backend's
+ * mem.memset (a host buffer copied over when it has none). The memory
+ * check calls both and reads the result back (runner/check/check_memory.c). */
+kv_status kv_backend_mem_set(kv_device_type t, void *dst, int byte, size_t nbytes);
 
 /* Runs op's CPU reference kernel on the stack (the perf_dispatch "ref"
  * variant when the CPU key holds a variant set, so no tuning and no

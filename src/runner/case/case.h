@@ -56,6 +56,7 @@ typedef enum kv_check_kind {
     KV_CHECK_FASTPATH,           /* device=accel: every fast path ON vs OFF bit for bit, and the counters (check_fastpath.c) */
     KV_CHECK_TUNE,               /* perf_dispatch: the choice is compatible, forced variants equal direct calls (check_tune.c) */
     KV_CHECK_ACCURACY,           /* ulp error of every backend and variant against the truth (check_accuracy.c) */
+    KV_CHECK_THREADS,            /* each plugin kernel from several threads at once (check_threads.c) */
     KV_CHECK_KIND_COUNT
 } kv_check_kind;
 

@@ -89,6 +89,7 @@ const char *kv_check_kind_name(kv_check_kind k) {
     case KV_CHECK_FASTPATH: return "fastpath";
     case KV_CHECK_TUNE: return "tune";
     case KV_CHECK_ACCURACY: return "accuracy";
+    case KV_CHECK_THREADS: return "threads";
     case KV_CHECK_KIND_COUNT: break;
     }
     return "?";

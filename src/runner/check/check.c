@@ -24,6 +24,7 @@ static const kv_check kv_checks[] = {
     { "fastpath", KV_CHECK_FASTPATH, kv_check_fastpath_run },
     { "tune", KV_CHECK_TUNE, kv_check_tune_run },
     { "accuracy", KV_CHECK_ACCURACY, kv_check_accuracy_run },
+    { "threads", KV_CHECK_THREADS, kv_check_threads_run },
 };
 
 #define KV_CHECKS_N ((int)(sizeof kv_checks / sizeof kv_checks[0]))
@@ -48,6 +49,20 @@ static void check_error_row(const kv_check_ctx *ctx, const char *check, const ch
     kv_check_push(ctx, &r);
 }
 
+/* A kernel this check reached outside kv_case_invoke (a program, a
+ * backward pass) left the FP environment changed: a FAIL row naming it
+ * and its backend, so the rows it would have skewed are not the only
+ * trace (inflight.c restored the environment when the kernel returned). */
+static void check_fpenv_row(const kv_check_ctx *ctx, const char *check) {
+    char msg[640];
+    kv_key key;
+    if (!kv_inflight_take_fpenv_violation(msg, (int)sizeof msg, &key)) return;
+    kv_check_result r;
+    kv_check_result_begin(&r, ctx, check, kv_key_name(key));
+    kv_check_result_set(&r, KV_RESULT_FAIL, "%s", msg);
+    kv_check_push(ctx, &r);
+}
+
 /* Every check runs in the tuner's untimed mode (kv/tune.h): a variant set
  * runs its last-registered compatible variant, not the timing-based pick,
  * so a row's verdict never depends on how fast a variant was this time.
@@ -62,10 +77,14 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
     /* A program case is no op: it runs its own rows (check_program.c). */
     if (c->program[0] != '\0') {
         kv_check_program_run(&ctx);
+        check_fpenv_row(&ctx, "program");
         kv_tune_untimed_mode_set(was_untimed);
         return;
     }
-    const unsigned checks = c->checks ? c->checks : kv_case_default_checks(c->expect);
+    unsigned checks = c->checks ? c->checks : kv_case_default_checks(c->expect);
+    /* A case on its default checks also runs the threads check when it is
+     * one of the sampled ones (check_threads.c says why not every one). */
+    if (checks == kv_case_default_checks_for(c) && kv_check_threads_sampled(c)) checks |= 1u << KV_CHECK_THREADS;
     ctx.op = kv_op_find(c->op);
     if (ctx.op == NULL) {
         char msg[KV_RESULT_MESSAGE_MAX];
@@ -92,6 +111,7 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
         kv_inflight_set_check(k->name);
         k->run(&ctx);
         kv_inflight_set_check("");
+        check_fpenv_row(&ctx, k->name);
         const double dt = check_now() - t0;
         /* A check that appends several rows (one per backend) splits its
          * time evenly: reports sum seconds per case. */

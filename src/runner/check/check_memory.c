@@ -28,6 +28,7 @@
  * backend. A kernel that declines the call (KV_ERR_MISSING_KERNEL) is
  * UNSUPPORTED there, as in the variants check. A device=accel case is
  * SKIP: its target's kernels get their own rows in the cpu twin. */
+#include <dirent.h>
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -47,12 +48,37 @@
  * stop growing after the first call), well under what a leak of one
  * output-sized buffer per call is on the suite's larger cases. */
 #define MEM_HOST_LEAK_MIN (1 << 20)
+/* glibc's initial mmap threshold (M_MMAP_THRESHOLD, 128 KiB): smaller
+ * blocks come from the heap, never from a mapping of their own. */
+#define MEM_MMAP_MIN (128 * 1024)
 
 /* Bytes of host heap in use (glibc: arena chunks plus mmapped blocks),
  * exact, independent of fragmentation. */
 static int64_t mem_host_heap(void) {
     const struct mallinfo2 mi = mallinfo2();
     return (int64_t)(mi.uordblks + mi.hblkhd);
+}
+
+/* Open file descriptors and memory mappings of this process (Linux
+ * /proc; -1 when it cannot be read, which turns the comparison off). */
+static int64_t mem_count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d == NULL) return -1;
+    int64_t n = 0;
+    for (const struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n; /* the listing's own descriptor is counted every time */
+}
+
+static int64_t mem_count_maps(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL) return -1;
+    int64_t n = 0;
+    for (int ch; (ch = getc(f)) != EOF;)
+        if (ch == '\n') n++;
+    fclose(f);
+    return n;
 }
 
 static void mem_fail(kv_check_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -163,7 +189,8 @@ static bool mem_one_run(const kv_check_ctx *ctx, const mem_target *tg, uint8_t p
         for (int j = 0; j < out.n; j++) {
             const kv_tensor *t = out.t[j];
             if (kv_guard_check_block(t->storage->data, msg, (int)sizeof msg) == 1)
-                mem_fail(r, "%soutput %d: %s", tg->who, j, msg);
+                mem_fail(r, "%soutput %d: %s%s", tg->who, j,
+                         strstr(msg, "front redzone") ? "the kernel wrote before its output: " : "", msg);
             m->bytes[j] = mem_logical_bytes(t, &m->len[j]);
             m->meta[j] = *t;
             m->meta[j].storage = NULL;
@@ -256,6 +283,71 @@ static void mem_compare_runs(const mem_target *tg, const mem_run *a, const mem_r
     }
 }
 
+/* The mem ops no kernel call reaches on its own: copy_on_device and
+ * memset, each run on two fresh blocks of the backend's memory and read
+ * back through copy_to_host. MEM_OPS_BYTES is odd so that a copy that
+ * stops at half, a word or a vector width leaves bytes unwritten. */
+#define MEM_OPS_BYTES 1027
+#define MEM_OPS_BYTE 0x5C /* what memset is asked for: neither poison nor 0 */
+
+/* "" when byte k of got is want[k] (or `fill` when want is NULL) for
+ * every k; else describes the first that is not, in msg. */
+static bool mem_ops_same(const unsigned char *got, const unsigned char *want, int fill, char *msg, int cap) {
+    size_t bad = 0, first = MEM_OPS_BYTES;
+    for (size_t k = 0; k < MEM_OPS_BYTES; k++) {
+        const unsigned char w = want ? want[k] : (unsigned char)fill;
+        if (got[k] != w) {
+            if (first == MEM_OPS_BYTES) first = k;
+            bad++;
+        }
+    }
+    if (bad == 0) return true;
+    snprintf(msg, (size_t)cap, "%zu of %d bytes wrong, first at byte %zu (0x%02X, expected 0x%02X)", bad,
+             MEM_OPS_BYTES, first, got[first], want ? want[first] : (unsigned)fill);
+    return false;
+}
+
+static void mem_ops_probe(kv_device_type dt, const char *who, kv_check_result *r) {
+    const kv_device dev = { dt, 0 };
+    kv_storage *a = kv_storage_new(MEM_OPS_BYTES, dev), *b = kv_storage_new(MEM_OPS_BYTES, dev);
+    unsigned char src[MEM_OPS_BYTES], got[MEM_OPS_BYTES];
+    char msg[160];
+    const char *name = kv_device_type_name(dt);
+    if (a == NULL || b == NULL) {
+        mem_fail(r, "%scannot allocate two %d-byte blocks of %s memory to check its mem ops: %s", who, MEM_OPS_BYTES,
+                 name, kv_last_error_message());
+        goto done;
+    }
+    for (size_t k = 0; k < MEM_OPS_BYTES; k++) src[k] = (unsigned char)(k * 131u + 7u);
+    memset(got, 0, sizeof got);
+    /* b starts as the complement, so nothing copy_on_device skips can
+     * match by chance. */
+    unsigned char inv[MEM_OPS_BYTES];
+    for (size_t k = 0; k < MEM_OPS_BYTES; k++) inv[k] = (unsigned char)~src[k];
+    if (kv_backend_mem_write(dt, a->data, src, MEM_OPS_BYTES) != KV_OK ||
+        kv_backend_mem_write(dt, b->data, inv, MEM_OPS_BYTES) != KV_OK) {
+        mem_fail(r, "%s%s mem.copy_to_device failed: %s", who, name, kv_last_error_message());
+        goto done;
+    }
+    if (kv_backend_mem_copy(dt, b->data, a->data, MEM_OPS_BYTES) != KV_OK)
+        mem_fail(r, "%s%s mem.copy_on_device failed: %s", who, name, kv_last_error_message());
+    else if (kv_backend_mem_read(dt, got, b->data, MEM_OPS_BYTES) != KV_OK)
+        mem_fail(r, "%s%s mem.copy_to_host failed: %s", who, name, kv_last_error_message());
+    else if (!mem_ops_same(got, src, 0, msg, (int)sizeof msg))
+        mem_fail(r, "%sbackend %s: mem.copy_on_device of %d bytes did not copy them: %s", who, name, MEM_OPS_BYTES,
+                 msg);
+    if (kv_backend_mem_set(dt, a->data, MEM_OPS_BYTE, MEM_OPS_BYTES) != KV_OK)
+        mem_fail(r, "%s%s mem.memset failed: %s", who, name, kv_last_error_message());
+    else if (kv_backend_mem_read(dt, got, a->data, MEM_OPS_BYTES) != KV_OK)
+        mem_fail(r, "%s%s mem.copy_to_host failed: %s", who, name, kv_last_error_message());
+    else if (!mem_ops_same(got, NULL, MEM_OPS_BYTE, msg, (int)sizeof msg))
+        mem_fail(r, "%sbackend %s: mem.memset of %d bytes to 0x%02X did not set them: %s", who, name, MEM_OPS_BYTES,
+                 MEM_OPS_BYTE, msg);
+done:
+    if (a != NULL) kv_storage_release(a);
+    if (b != NULL) kv_storage_release(b);
+}
+
 /* One memory row: two guarded runs on the target. */
 static void mem_row(const kv_check_ctx *ctx, const mem_target *tg, const char *check) {
     const kv_case *c = ctx->c;
@@ -282,13 +374,38 @@ static void mem_row(const kv_check_ctx *ctx, const mem_target *tg, const char *c
      * heap is measured around each run, less the output copies the run
      * keeps, and must not grow by the same large amount both times (a
      * one-time cache grows only on the first call). */
-    int64_t heap[3];
+    int64_t heap[3], fds[3], maps[3];
     heap[0] = mem_host_heap();
+    fds[0] = mem_count_entries("/proc/self/fd");
+    maps[0] = mem_count_maps();
     bool ran = mem_one_run(ctx, tg, MEM_POISON_A, &runs[0], &r);
     heap[1] = mem_host_heap();
+    fds[1] = mem_count_entries("/proc/self/fd");
+    maps[1] = mem_count_maps();
     const bool go_on = r.status != KV_RESULT_ERROR && r.status != KV_RESULT_UNSUPPORTED;
     if (ran && go_on) ran = mem_one_run(ctx, tg, MEM_POISON_B, &runs[1], &r);
     heap[2] = mem_host_heap();
+    fds[2] = mem_count_entries("/proc/self/fd");
+    maps[2] = mem_count_maps();
+    /* Descriptors and mappings, like the heap: the same growth over two
+     * identical calls is what the kernel keeps per call. A kept output
+     * copy of MEM_MMAP_MIN bytes or more may be one mapping of its own
+     * (glibc mmaps large blocks), so each such copy is allowed one. */
+    int64_t kept_maps[2] = { 0, 0 };
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < runs[k].nout; j++) kept_maps[k] += runs[k].len[j] >= MEM_MMAP_MIN;
+    if (ran && go_on && dt != KV_DEVICE_CPU && runs[1].status == KV_OK && fds[0] >= 0 && fds[1] >= 0 &&
+        fds[2] >= 0 && fds[1] > fds[0] && fds[2] > fds[1])
+        mem_fail(&r,
+                 "%sfile descriptors leaked: %lld and %lld more open after each of two identical calls of the %s "
+                 "kernel (descriptors it opens and never closes; the process runs out of them)",
+                 tg->who, (long long)(fds[1] - fds[0]), (long long)(fds[2] - fds[1]), kv_device_type_name(dt));
+    if (ran && go_on && dt != KV_DEVICE_CPU && runs[1].status == KV_OK && maps[0] >= 0 && maps[1] >= 0 &&
+        maps[2] >= 0 && maps[1] - maps[0] > kept_maps[0] && maps[2] - maps[1] > kept_maps[1])
+        mem_fail(&r,
+                 "%smemory mappings leaked: %lld and %lld more mappings after each of two identical calls of the %s "
+                 "kernel (mappings it makes and never unmaps)",
+                 tg->who, (long long)(maps[1] - maps[0]), (long long)(maps[2] - maps[1]), kv_device_type_name(dt));
     if (ran && go_on && dt != KV_DEVICE_CPU && runs[1].status == KV_OK) {
         int64_t grew[2];
         for (int k = 0; k < 2; k++) {
@@ -337,6 +454,7 @@ static void mem_row(const kv_check_ctx *ctx, const mem_target *tg, const char *c
                  "after both runs released everything",
                  tg->who, kv_device_type_name(dt), (long long)(leaked_dev > 0 ? leaked_dev : dev1 - dev0),
                  leaked_dev == 1 ? "" : "s", (long long)leaked_dev_bytes);
+    if (dt != KV_DEVICE_CPU && ran && go_on) mem_ops_probe(dt, tg->who, &r);
     if (r.status == KV_RESULT_PASS) {
         int64_t n = 0;
         for (int j = 0; j < runs[0].nout; j++)

@@ -86,9 +86,20 @@ bool kv_meta_check(const kv_meta_expect *m, const kv_case_inputs *in, const kv_c
             snprintf(msg, (size_t)cap, "output %d: sizes %s, the reference's are %s", i, a, b);
             return false;
         }
-        if (!o->moved && t->device.type != dev.type) {
-            snprintf(msg, (size_t)cap, "output %d: on device %s, expected %s (where its inputs are)", i,
-                     kv_device_type_name(t->device.type), kv_device_type_name(dev.type));
+        /* The whole device, index included: a tensor that says sim:1 over
+         * sim:0's memory sends every later op to the wrong device. (Accel
+         * memory is its target's, so an accel tensor may sit on it.) */
+        if (t->storage != NULL && t->device.type != KV_DEVICE_ACCEL && t->storage->device.type != KV_DEVICE_ACCEL &&
+            !kv_device_equal(t->storage->device, t->device)) {
+            snprintf(msg, (size_t)cap, "output %d: says device %s:%d, but its memory is %s:%d's", i,
+                     kv_device_type_name(t->device.type), t->device.index,
+                     kv_device_type_name(t->storage->device.type), t->storage->device.index);
+            return false;
+        }
+        if (!o->moved && (t->device.type != dev.type || t->device.index != dev.index)) {
+            snprintf(msg, (size_t)cap, "output %d: on device %s:%d, expected %s:%d (where its inputs are)", i,
+                     kv_device_type_name(t->device.type), t->device.index, kv_device_type_name(dev.type),
+                     dev.index);
             return false;
         }
         const int alias = meta_alias_of(in, t);

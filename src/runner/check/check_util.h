@@ -116,6 +116,9 @@ void kv_check_lazy_run(const kv_check_ctx *ctx);  /* check_lazy.c */
 void kv_check_grad_run(const kv_check_ctx *ctx);  /* check_grad.c */
 void kv_check_tune_run(const kv_check_ctx *ctx);  /* check_tune.c */
 void kv_check_accuracy_run(const kv_check_ctx *ctx);  /* check_accuracy.c */
+void kv_check_threads_run(const kv_check_ctx *ctx);   /* check_threads.c */
+/* Whether a case on its default checks runs the threads check too. */
+bool kv_check_threads_sampled(const kv_case *c);
 
 /* The status of a row whose call failed with `st` where a failure was
  * not expected: UNSUPPORTED when a device backend has no kernel for the

@@ -33,6 +33,8 @@ typedef struct kv_inflight {
     char check[64];     /* the check running ("" outside one) */
     char variant[32];   /* the variant the check pinned ("" none) */
     volatile long vm_mib_at_death; /* the worker's address space when a fatal signal hit it; 0: none */
+    volatile int mem_op;  /* kv_backend_mem_op in flight (KV_BACKEND_MEM_NONE: none) */
+    volatile int mem_key; /* whose */
 } kv_inflight;
 
 /* Worker side. Starts recording into `slot` (NULL stops); calls from other
@@ -43,6 +45,12 @@ void kv_inflight_reset(void);
 void kv_inflight_set_check(const char *check);
 void kv_inflight_set_variant(const char *variant);
 
+/* Whether a backend kernel this worker called since the last take
+ * returned with a changed FP environment (runner/exec/fpenv.h); the
+ * message names the first such kernel and the change, key its backend. The environment
+ * itself was put back when that kernel returned. */
+bool kv_inflight_take_fpenv_violation(char *buf, int cap, kv_key *key);
+
 /* Backend keys the checks must leave out in this process (0: none). */
 kv_keyset kv_inflight_excluded(void);
 void kv_inflight_set_excluded(kv_keyset ks);
@@ -51,8 +59,13 @@ void kv_inflight_set_excluded(kv_keyset ks);
  * handle of this process's registry) and key. false when no kernel was in
  * flight or the record is not usable. */
 bool kv_inflight_innermost(const kv_inflight *slot, const kv_op **op, kv_key *key);
-/* "the mul.Tensor kernel of Plugin0, variant avx2, check grad" or ""
- * when nothing was in flight. */
+/* Parent side: the plugin mem op (copy_to_host, ...) in flight, if any,
+ * and its backend. A mem op is innermost when both are in flight (a
+ * kernel calls copies, never the other way round). */
+bool kv_inflight_mem(const kv_inflight *slot, kv_key *key);
+/* "the mul.Tensor kernel of Plugin0, variant avx2, check grad", or "the
+ * copy_to_host mem op of Plugin0 (inside the mul.Tensor kernel of ...)",
+ * or "" when nothing was in flight. */
 void kv_inflight_describe(const kv_inflight *slot, char *buf, int cap);
 
 #endif

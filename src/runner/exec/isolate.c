@@ -461,7 +461,7 @@ static kv_status kv_pool_record_one(kv_pool *p, int ci, const kv_check_result *r
 typedef struct kv_failure {
     bool attributed;            /* a kernel was in flight */
     kv_key key;                 /* its backend */
-    char where[256];            /* "the add.Tensor kernel of Plugin0, check ..." */
+    char where[400];            /* "the add.Tensor kernel of Plugin0, check ..." */
     char output[KV_RESULT_OUTPUT_MAX];
 } kv_failure;
 
@@ -469,6 +469,12 @@ static void kv_failure_read(const kv_worker *w, kv_failure *f) {
     memset(f, 0, sizeof *f);
     const kv_op *op;
     f->attributed = kv_inflight_innermost(w->slot, &op, &f->key);
+    /* A plugin's copy or memset in flight is the innermost call. */
+    kv_key mem_key;
+    if (kv_inflight_mem(w->slot, &mem_key)) {
+        f->attributed = true;
+        f->key = mem_key;
+    }
     kv_inflight_describe(w->slot, f->where, (int)sizeof f->where);
     kv_capture_read(w->out_fd, f->output, sizeof f->output);
 }
@@ -504,7 +510,7 @@ static kv_status kv_worker_died(kv_pool *p, kv_worker *w) {
     const int status = kv_worker_reap(w, false);
     kv_check_result r;
     const kv_case *c = p->cases[ci];
-    char in[300] = "";
+    char in[420] = "";
     if (f.where[0]) snprintf(in, sizeof in, " in %s", f.where);
     /* Within an eighth of the cap (or 64 MiB) when it died: the cap, not
      * the kernel's logic, is what it ran into. */
@@ -654,7 +660,7 @@ static kv_status kv_pool_timeouts(kv_pool *p) {
         kv_failure_read(w, &f);
         kv_worker_reap(w, true);
         kv_check_result r;
-        char in[300] = "";
+        char in[420] = "";
         if (f.where[0]) snprintf(in, sizeof in, " in %s", f.where);
         kv_isolate_case_row(&r, p->cases[ci], KV_RESULT_TIMEOUT, secs,
                             "timed out%s: still running after the %g s timeout (--timeout); worker killed "

@@ -544,7 +544,15 @@ kv_status kv_golden_verify(const kv_golden_store *s, const char *key, int output
         return verdict(v, KV_GOLDEN_CORRUPT, "golden: file %s of key '%s' output %d cannot be read: %s; %s", path, key,
                        output, strerror(errno), REGEN_HINT);
     }
+    errno = 0;
     kv_tensor *stored = kv_npy_read(path, e->dtype);
+    if (stored == NULL && (errno == EMFILE || errno == ENFILE || errno == ENOMEM))
+        /* The process, not the file: a kernel that leaks descriptors or
+         * memory exhausts them, and regenerating the golden would not help. */
+        return kv_error(errno == ENOMEM ? KV_ERR_OOM : KV_ERR_DEVICE,
+                        "golden: file %s of key '%s' output %d cannot be opened: %s (this process ran out of %s; a "
+                        "kernel leaking them earlier in this worker? the golden itself is not in question)",
+                        path, key, output, strerror(errno), errno == ENOMEM ? "memory" : "file descriptors");
     if (stored == NULL) {
         /* The npy message already starts with the path. */
         return verdict(v, KV_GOLDEN_CORRUPT, "golden: key '%s' output %d: %s; %s", key, output,

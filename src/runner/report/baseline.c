@@ -284,7 +284,7 @@ kv_status kv_baseline_validate(const kv_baseline *b, const char *const *backends
             if (!has_wildcard(e->check_glob, n) && !known_check(e->check_glob, n))
                 return kv_error(KV_ERR_INVALID_ARG,
                                 "baseline: %s:%d: unknown check '%.*s' in '%s' (checks: golden, variants, memory, "
-                                "error, lazy, grad, fastpath, tune, load)",
+                                "error, lazy, grad, fastpath, tune, accuracy, threads, load)",
                                 b->name, e->line, (int)n, e->check_glob, e->check_glob);
         }
         if (e->backend_glob != NULL && !has_wildcard(e->backend_glob, strlen(e->backend_glob))) {

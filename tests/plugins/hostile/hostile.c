@@ -20,6 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <fenv.h>
 #include <unistd.h>
 
 #include "kv/backend.h"
@@ -33,6 +37,10 @@
 #define HOSTILE_LOAD_REGISTER 6 /* register_kernels fails half way */
 #define HOSTILE_LOAD_NOENTRY 7  /* exports a misspelt entry point */
 #define HOSTILE_LOAD_UNAVAILABLE 8 /* loads, but says it cannot run here */
+#define HOSTILE_LOAD_OVERRUN 9  /* writes 512 bytes past kv_backend_desc (built against a longer struct) */
+#define HOSTILE_LOAD_NONUL 10   /* a name that fills its field without a NUL */
+#define HOSTILE_LOAD_FOREIGNKEY 28 /* also registers a 1-ulp-wrong mul.Tensor at the CPU key */
+#define HOSTILE_LOAD_FOREIGNVAR 29 /* also registers a perf_dispatch variant of the CPU's mul.Tensor */
 /* In mul.Tensor. */
 #define HOSTILE_KERNEL_CRASH 11
 #define HOSTILE_KERNEL_HANG 12
@@ -41,7 +49,7 @@
 #define HOSTILE_KERNEL_STRIDES 15  /* right values, column-major output */
 #define HOSTILE_KERNEL_OOB 16      /* writes one element past its output */
 #define HOSTILE_KERNEL_DEVLEAK 17  /* a device workspace per call, never freed */
-#define HOSTILE_KERNEL_HOSTLEAK 18 /* 4 MiB of host memory per call, never freed */
+#define HOSTILE_KERNEL_HOSTLEAK 18 /* 2 MiB of host memory per call, never freed */
 #define HOSTILE_KERNEL_NONDET 19   /* call k is k ulps off in element 0 */
 #define HOSTILE_KERNEL_NOISE 20    /* prints to stdout and stderr on every call */
 #define HOSTILE_KERNEL_ABORT 21    /* abort() half way (a vendor assert) */
@@ -51,6 +59,15 @@
 #define HOSTILE_KERNEL_UNWRITTEN 25 /* leaves the last output element unwritten */
 #define HOSTILE_KERNEL_SILENT 26   /* fails without saying why (no host->error) */
 #define HOSTILE_KERNEL_COPYFAIL 27 /* its copy to the host fails after a call (device lost) */
+#define HOSTILE_KERNEL_DEVINDEX 30 /* its output says device index 1; its memory is index 0's */
+#define HOSTILE_KERNEL_FPENV 31    /* leaves the rounding mode at toward-zero */
+#define HOSTILE_KERNEL_UNDERRUN 32 /* writes one element before its output */
+#define HOSTILE_KERNEL_FDLEAK 33   /* opens a file descriptor per call, never closes it */
+#define HOSTILE_KERNEL_COPYCRASH 34 /* SIGSEGV in copy_to_host once mul.Tensor ran */
+#define HOSTILE_MEM_HALFCOPY 35    /* copy_on_device copies half the bytes */
+#define HOSTILE_MEM_MEMSET 36      /* memset ignores its byte (writes zeros) */
+#define HOSTILE_KERNEL_RACE 37     /* one static scratch buffer: not thread-safe */
+#define HOSTILE_KERNEL_MAPLEAK 38  /* maps a page per call, never unmaps it */
 
 #ifndef HOSTILE_FAULT
 #error "build with -DHOSTILE_FAULT=<n> (build.ninja)"
@@ -88,6 +105,19 @@ static const char *hostile_name(void) {
     case HOSTILE_KERNEL_UNWRITTEN: return "hostile_kernel_unwritten";
     case HOSTILE_KERNEL_SILENT: return "hostile_kernel_silent";
     case HOSTILE_KERNEL_COPYFAIL: return "hostile_kernel_copyfail";
+    case HOSTILE_LOAD_OVERRUN: return "hostile_load_overrun";
+    case HOSTILE_LOAD_NONUL: return "hostile_load_nonul";
+    case HOSTILE_LOAD_FOREIGNKEY: return "hostile_load_foreignkey";
+    case HOSTILE_LOAD_FOREIGNVAR: return "hostile_load_foreignvar";
+    case HOSTILE_KERNEL_DEVINDEX: return "hostile_kernel_devindex";
+    case HOSTILE_KERNEL_FPENV: return "hostile_kernel_fpenv";
+    case HOSTILE_KERNEL_UNDERRUN: return "hostile_kernel_underrun";
+    case HOSTILE_KERNEL_FDLEAK: return "hostile_kernel_fdleak";
+    case HOSTILE_KERNEL_COPYCRASH: return "hostile_kernel_copycrash";
+    case HOSTILE_MEM_HALFCOPY: return "hostile_mem_halfcopy";
+    case HOSTILE_MEM_MEMSET: return "hostile_mem_memset";
+    case HOSTILE_KERNEL_RACE: return "hostile_kernel_race";
+    case HOSTILE_KERNEL_MAPLEAK: return "hostile_kernel_mapleak";
     default: return "hostile_unknown";
     }
 }
@@ -111,29 +141,38 @@ _Noreturn static void hostile_hang(void) {
 
 static void *mem_alloc(void *ctx, size_t n) {
     (void)ctx;
-    return malloc(n + HOSTILE_SLACK);
+    /* Slack before the block too, for the underrun fault's stray element. */
+    unsigned char *p = malloc(n + 2 * HOSTILE_SLACK);
+    return p ? p + HOSTILE_SLACK : NULL;
 }
 static void mem_free(void *ctx, void *p, size_t n) {
     (void)ctx;
     (void)n;
-    free(p);
+    if (p != NULL) free((unsigned char *)p - HOSTILE_SLACK);
 }
 static kv_status mem_copy(void *ctx, void *dst, const void *src, size_t n) {
     (void)ctx;
     memmove(dst, src, n);
     return KV_OK;
 }
+static kv_status mem_copy_on_device(void *ctx, void *dst, const void *src, size_t n) {
+    if (HOSTILE_FAULT == HOSTILE_MEM_HALFCOPY) n /= 2;
+    return mem_copy(ctx, dst, src, n);
+}
 /* Set by the copy-failure fault's kernel: from then on the device is gone
  * and nothing comes back to the host. */
 static bool hostile_device_lost;
+/* Set once mul.Tensor ran, for the copy-crash fault. */
+static bool hostile_mul_ran;
 static kv_status mem_copy_to_host(void *ctx, void *dst, const void *src, size_t n) {
     if (hostile_device_lost)
         return host->error(KV_ERR_DEVICE, "%s: copy_to_host: device lost (it stopped answering)", hostile_name());
+    if (HOSTILE_FAULT == HOSTILE_KERNEL_COPYCRASH && hostile_mul_ran) *hostile_null = 1;
     return mem_copy(ctx, dst, src, n);
 }
 static kv_status mem_set(void *ctx, void *dst, int byte, size_t n) {
     (void)ctx;
-    memset(dst, byte, n);
+    memset(dst, HOSTILE_FAULT == HOSTILE_MEM_MEMSET ? 0 : byte, n);
     return KV_OK;
 }
 static kv_status mem_sync(void *ctx) {
@@ -201,7 +240,9 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
         fprintf(stderr, "%s: stderr noise from %s, call %u\n", hostile_name(), name, hostile_calls);
     }
     if (fault == HOSTILE_KERNEL_HOSTLEAK) {
-        const size_t leak = (size_t)4 << 20;
+        /* Past the memory check's 1 MiB per call, and small enough that
+         * the extra calls of the threads check stay cheap on a busy host. */
+        const size_t leak = (size_t)2 << 20;
         void *p = malloc(leak);
         /* What a leaking vendor library does when the host runs dry. */
         if (p == NULL) return host->error(KV_ERR_DEVICE, "%s: %s: out of host memory", hostile_name(), name);
@@ -231,6 +272,20 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
 
     const float *x = f32_data(a), *y = f32_data(b);
     float *z = f32_data(out);
+    if (fault == HOSTILE_KERNEL_RACE) {
+        /* The product goes through one static scratch buffer, with a pause
+         * between writing and reading it: two threads at once read each
+         * other's values. */
+        static float scratch[4096];
+        if (n <= 4096) {
+            for (int64_t i = 0; i < n; i++) scratch[i] = x[i] * y[i];
+            nanosleep(&(struct timespec){ 0, 2000000 }, NULL); /* 2 ms */
+            for (int64_t i = 0; i < n; i++) z[i] = scratch[i];
+            if (faulty) hostile_calls++;
+            host->stack_return_tensors(stack, &out, 1);
+            return KV_OK;
+        }
+    }
     double *z64 = (double *)out->storage->data + out->offset;
     for (int64_t i = 0; i < n; i++) {
         if (i == n / 2 && fault == HOSTILE_KERNEL_CRASH) hostile_segfault();
@@ -243,6 +298,22 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
         else z[strided_offset(a, strides, i)] = v;
     }
     if (fault == HOSTILE_KERNEL_OOB) z[n] = -1.0f;
+    if (fault == HOSTILE_KERNEL_UNDERRUN) z[-1] = -1.0f;
+    if (fault == HOSTILE_KERNEL_DEVINDEX) out->device.index = 1; /* its memory stays device 0's */
+    if (fault == HOSTILE_KERNEL_FPENV) fesetround(FE_TOWARDZERO);
+    if (fault == HOSTILE_KERNEL_FDLEAK) (void)open("/dev/null", O_RDONLY | O_CLOEXEC); /* never closed */
+    if (fault == HOSTILE_KERNEL_MAPLEAK) {
+        /* A page of /dev/zero (a file mapping merges with no neighbour):
+         * one new mapping per call; its descriptor is closed, so only the
+         * mapping leaks. */
+        const int fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            volatile const char *p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p != MAP_FAILED) (void)p[0];
+            close(fd);
+        }
+    }
+    if (faulty) hostile_mul_ran = true;
     if (fault == HOSTILE_KERNEL_INPUT && n > 0) ((float *)x)[0] = z[0]; /* input reused as scratch */
     if (fault == HOSTILE_KERNEL_NONDET && n > 0) z[0] = ulps_off(z[0], hostile_calls);
     if (fault == HOSTILE_KERNEL_COPYFAIL) hostile_device_lost = true;
@@ -266,6 +337,23 @@ static kv_status k_mul(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return binary("mul.Tensor", true, stack);
 }
 
+/* A CPU mul.Tensor one ulp off in element 0 (the foreign-key faults). */
+static kv_status k_cpu_mul(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    (void)op;
+    (void)ks;
+    const kv_tensor *a = kv_arg_tensor(stack, 0), *b = kv_arg_tensor(stack, 1);
+    if (a->dtype != KV_F32 || !host->tensor_is_contiguous(a) || !host->tensor_is_contiguous(b) ||
+        host->tensor_numel(a) != host->tensor_numel(b))
+        return host->error(KV_ERR_MISSING_KERNEL, "%s: CPU mul.Tensor: f32, contiguous, one shape", hostile_name());
+    kv_tensor *out = host->tensor_empty(a->sizes, a->ndim, KV_F32, (kv_device){ KV_DEVICE_CPU, 0 });
+    if (out == NULL) return host->last_error();
+    const int64_t n = host->tensor_numel(a);
+    for (int64_t i = 0; i < n; i++) f32_data(out)[i] = f32_data(a)[i] * f32_data(b)[i];
+    if (n > 0) f32_data(out)[0] = ulps_off(f32_data(out)[0], 1);
+    host->stack_return_tensors(stack, &out, 1);
+    return KV_OK;
+}
+
 static kv_status reg(void *ctx, kv_device_type type) {
     (void)ctx;
     my_type = type;
@@ -276,6 +364,10 @@ static kv_status reg(void *ctx, kv_device_type type) {
     host->register_fallback((kv_key)type, host->stage_reference);
     kv_status st = host->register_kernel("add.Tensor", (kv_key)type, k_add);
     if (st != KV_OK) return st;
+    /* "Fixing" the CPU's kernel: ignores what the host says. */
+    if (HOSTILE_FAULT == HOSTILE_LOAD_FOREIGNKEY) (void)host->register_kernel("mul.Tensor", KV_KEY_CPU, k_cpu_mul);
+    if (HOSTILE_FAULT == HOSTILE_LOAD_FOREIGNVAR)
+        (void)host->tune_register_variant("mul.Tensor", KV_KEY_CPU, "hostile", k_cpu_mul, NULL);
     if (HOSTILE_FAULT == HOSTILE_LOAD_REGISTER)
         return host->error(KV_ERR_DEVICE, "%s: register_kernels: device firmware did not answer", hostile_name());
     return host->register_kernel("mul.Tensor", (kv_key)type, k_mul);
@@ -319,10 +411,12 @@ KV_BACKEND_EXPORT int HOSTILE_ENTRY(kv_backend_desc *desc, int abi_version) {
         .free = mem_free,
         .copy_to_device = mem_copy,
         .copy_to_host = mem_copy_to_host,
-        .copy_on_device = mem_copy,
+        .copy_on_device = mem_copy_on_device,
         .memset = mem_set,
         .synchronize = mem_sync,
     };
     desc->register_kernels = reg;
+    if (HOSTILE_FAULT == HOSTILE_LOAD_OVERRUN) memset(desc + 1, 0x5a, 512); /* the longer struct's tail */
+    if (HOSTILE_FAULT == HOSTILE_LOAD_NONUL) memset(desc->name, 'h', sizeof desc->name);
     return 0;
 }
