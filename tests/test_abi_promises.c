@@ -95,6 +95,15 @@ static void test_scope_outside_a_load(void **state) {
     assert_non_null(strstr(kv_backend_scope_end(), "plugin 'probe' registered a kernel for neg at key CPU"));
     kv_backend_scope_begin(KV_DEVICE_PLUGIN3, "probe");
     assert_null(kv_backend_scope_end());
+    /* The one foreign key offered: a CPU variant named after the plugin
+     * ("probe", "probe_v2"), never one named otherwise ("probex" is
+     * another name, not probe's). */
+    kv_backend_scope_begin(KV_DEVICE_PLUGIN3, "probe");
+    assert_int_equal(h->tune_register_variant("neg", KV_KEY_CPU, "probex", never_called, NULL), KV_ERR_INVALID_ARG);
+    assert_non_null(strstr(kv_backend_scope_end(), "not named after it"));
+    kv_backend_scope_begin(KV_DEVICE_PLUGIN3, "probe");
+    assert_int_equal(h->tune_register_variant("neg", KV_KEY_CPU, "probe_v2", never_called, NULL), KV_OK);
+    assert_null(kv_backend_scope_end());
 }
 
 /* Host memory: copy and memset are plain; every mem op has a name. */

@@ -68,12 +68,15 @@ void kv_backend_scope_register_fallback(kv_key key, kv_kernel_fn fn) {
 /* The one foreign key the ABI offers: a variant at the CPU key, which is
  * how generated kernels are tested against the CPU's own (docs/
  * generated-kernels.md). Its name must be the plugin's name or start with
- * it and '.', '-' or '_' ("gen", "gen.v2"), so every row it affects,
- * variants:CPU/<name>, names the plugin. */
+ * it and '_' ("gen", "gen_v2"), so every row it affects,
+ * variants:CPU/<name>, names the plugin. Variant names have no '-', so a
+ * '-' of the plugin's name is '_' in the variant's ("my-npu": "my_npu_v2"). */
 static bool cpu_variant_named_for_plugin(kv_key backend, const char *name) {
     if (!g_scope.active || backend != KV_KEY_CPU || name == NULL) return false;
-    const size_t n = strlen(g_scope.name);
-    return strncmp(name, g_scope.name, n) == 0 && (name[n] == '\0' || strchr(".-_", name[n]) != NULL);
+    size_t i = 0;
+    for (; g_scope.name[i] != '\0'; i++)
+        if (name[i] != g_scope.name[i] && !(g_scope.name[i] == '-' && name[i] == '_')) return false;
+    return name[i] == '\0' || name[i] == '_';
 }
 
 kv_status kv_backend_scope_register_variant(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,

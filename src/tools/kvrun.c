@@ -627,8 +627,12 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
         kv_path_list_free(&files);
         return 2;
     }
+    /* A case line (a pasted repro line) reports to reports/repro/: it
+     * never replaces the full run's reports in reports/. */
+    if (c->o.report_dir == NULL && c->npaths == 0 && !c->perf) c->o.report_dir = KV_DRIVER_DEFAULT_REPORT_DIR "/repro";
     /* Probing the plugins can take long (or hang): an old green report
-     * must not outlive a kill during it as this run's. */
+     * must not outlive a kill during it as this run's (the folder this run
+     * owns: a case line's is reports/repro/, above). */
     const char *rdir = c->o.report_dir ? c->o.report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
     if (!c->perf && !c->o.list_only && !c->o.resume && kv_report_retire(rdir) != KV_OK) {
         fprintf(stderr, "kvrun: --report-dir=%s: %s\n", rdir, kv_last_error_message());
@@ -671,9 +675,6 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
     }
     c->o.run_name = name;
     c->o.version = KV_VERSION_STRING;
-    /* A case line (a pasted repro line) reports to reports/repro/: it
-     * never replaces the full run's reports in reports/. */
-    if (c->o.report_dir == NULL && c->npaths == 0 && !c->perf) c->o.report_dir = KV_DRIVER_DEFAULT_REPORT_DIR "/repro";
     /* Set only when found elsewhere: the default stays out of the options
      * that shards of one run must share. */
     char golden_buf[4200];
@@ -698,7 +699,6 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
     if (c->compare_old != NULL && (rc == 0 || rc == 1)) {
         /* The comparison judges the run: a failure the old run had too is
          * no regression, so its exit code replaces the run's. */
-        const char *rdir = c->o.report_dir ? c->o.report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
         fflush(stdout);
         if (kv_runcmp_dirs(c->compare_old, rdir, rdir, &c->cmp, stdout, &rc) != KV_OK) {
             fprintf(stderr, "kvrun: compare: %s\n", kv_last_error_message());
