@@ -4,8 +4,10 @@
 # (tests/plugins/textbook.c) for _softmax and _log_softmax (x - max
 # rounded in f32, expf, an f32 sum, one division) and for
 # native_layer_norm and native_group_norm (f32 two-pass mean and
-# variance, 1/sqrtf, f32 affine) pass every case of those ops in the suite
-# and, as the accel target, the attention and unet_block programs.
+# variance, 1/sqrtf, f32 affine), sum.dim_IntList and mean.dim (an f32
+# sum in index order) and gelu (its formula in f32) pass every case of
+# those ops in the suite and, as the accel target, the attention and
+# unet_block programs.
 # Without the x - max term of tol_bounds.c, step 12 of attention.prog
 # (_softmax) FAILs (53 ulp over 6 of 32 elements).
 #
@@ -19,7 +21,7 @@
 . tests/ci/lib.sh
 PLUGIN=$(dirname "$KVRUN")/tests/textbook-plugin/libtextbook.so
 [ -f "$PLUGIN" ] || { bad "$PLUGIN not built (ninja tests builds it)"; finish; }
-OPS='_softmax|_log_softmax|native_layer_norm|native_group_norm'
+OPS='_softmax|_log_softmax|native_layer_norm|native_group_norm|sum\.dim_IntList|mean\.dim|gelu\('
 PROGS='program:attention\(|program:unet_block\(|program:attention_train\([^,]*(,device=accel)?\)$'
 $KVRUN --backend="$PLUGIN" --accel-target=textbook --filter="re:^($OPS|$PROGS)" cases/ --report-dir="$T/r" \
     >"$T/out" 2>&1

@@ -4,12 +4,15 @@
  * d = x - m rounded to f32, expf(d), an f32 sum in index order, one
  * division (log_softmax: d - logf(sum)). native_layer_norm and
  * native_group_norm: two-pass mean and biased variance as f32 sums,
- * rstd = 1/sqrtf(var + eps), y = (x - mean) * rstd * w + b in f32. The
+ * rstd = 1/sqrtf(var + eps), y = (x - mean) * rstd * w + b in f32.
+ * sum.dim_IntList and mean.dim over one dim: an f32 sum in index order
+ * (mean: one division). gelu: its formula with erff or tanhf in f32. The
  * derived bounds (src/runner/check/tol_bounds.c) must accept them on the
  * suite's cases of those ops and the attention and unet_block programs;
  * before the x - max term, step 12 of cases/programs/attention.prog was
  * 53 ulp off and FAILed. Bad arguments fail as the reference's do; other
- * dtypes are declined (softmax) or run on the staged reference (norms). */
+ * dtypes are declined (softmax) or run on the staged reference (the
+ * rest), as are the reductions' other dims lists and dtype overrides. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -178,6 +181,64 @@ static kv_status my_group_norm(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return return3(stack, out, mean, rstd);
 }
 
+/* sum.dim_IntList and mean.dim over one dim (or a 1-dim input's all) of
+ * f32 without a dtype: an f32 sum in index order (mean: then one division
+ * by the count). Several dims, none, a dtype, other dtypes: the staged
+ * reference. */
+static kv_status reduce_f32(const kv_op *op, kv_keyset ks, kv_stack *stack, bool mean) {
+    const kv_tensor *x = kv_arg_tensor(stack, 0);
+    const bool keepdim = kv_arg_bool(stack, 2);
+    if (x == NULL || x->dtype != KV_F32 || x->ndim < 1 || kv_arg_is_none(stack, 1) || !kv_arg_is_none(stack, 3) ||
+        kv_arg_ints(stack, 1).n != 1)
+        return host->stage_reference(op, ks, stack);
+    int64_t dim = kv_arg_ints(stack, 1).items[0];
+    if (dim < -x->ndim || dim >= x->ndim) return host->stage_reference(op, ks, stack);
+    if (dim < 0) dim += x->ndim;
+    int64_t osz[KV_MAX_DIMS];
+    int ond = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (d != dim) osz[ond++] = x->sizes[d];
+        else if (keepdim) osz[ond++] = 1;
+    kv_tensor *out = host->tensor_empty(osz, ond, KV_F32, (kv_device){ my_type, 0 });
+    if (out == NULL) return host->last_error();
+    const int64_t n = x->sizes[dim];
+    int64_t inner = 1, outer = 1;
+    for (int d = (int)dim + 1; d < x->ndim; d++) inner *= x->sizes[d];
+    for (int d = 0; d < (int)dim; d++) outer *= x->sizes[d];
+    float *y = out->storage->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            float acc = 0.0f;
+            for (int64_t j = 0; j < n; j++) acc += at(x, (o * n + j) * inner + i);
+            y[o * inner + i] = mean ? acc / (float)n : acc;
+        }
+    host->stack_return_tensors(stack, &out, 1);
+    return KV_OK;
+}
+
+static kv_status my_sum(const kv_op *op, kv_keyset ks, kv_stack *stack) { return reduce_f32(op, ks, stack, false); }
+static kv_status my_mean(const kv_op *op, kv_keyset ks, kv_stack *stack) { return reduce_f32(op, ks, stack, true); }
+
+/* gelu in f32 from its formula: 0.5 x (1 + erff(x / sqrt 2)), or with
+ * approximate=tanh 0.5 x (1 + tanhf(sqrt(2/pi) (x + 0.044715 x^3))). */
+static kv_status my_gelu(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_tensor *x = kv_arg_tensor(stack, 0);
+    const char *ap = kv_arg_str(stack, 1);
+    const bool tanh_form = ap != NULL && strcmp(ap, "tanh") == 0;
+    if (x == NULL || x->dtype != KV_F32 || ap == NULL || (!tanh_form && strcmp(ap, "none") != 0))
+        return host->stage_reference(op, ks, stack);
+    kv_tensor *out = host->tensor_empty(x->sizes, x->ndim, KV_F32, (kv_device){ my_type, 0 });
+    if (out == NULL) return host->last_error();
+    float *y = out->storage->data;
+    for (int64_t i = 0; i < host->tensor_numel(x); i++) {
+        const float v = at(x, i);
+        y[i] = tanh_form ? 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)))
+                         : 0.5f * v * (1.0f + erff(v * 0.70710678f));
+    }
+    host->stack_return_tensors(stack, &out, 1);
+    return KV_OK;
+}
+
 static kv_status reg(void *ctx, kv_device_type type) {
     (void)ctx;
     my_type = type;
@@ -185,6 +246,9 @@ static kv_status reg(void *ctx, kv_device_type type) {
     if (st == KV_OK) st = host->register_kernel("_log_softmax", (kv_key)type, my_log_softmax);
     if (st == KV_OK) st = host->register_kernel("native_layer_norm", (kv_key)type, my_layer_norm);
     if (st == KV_OK) st = host->register_kernel("native_group_norm", (kv_key)type, my_group_norm);
+    if (st == KV_OK) st = host->register_kernel("sum.dim_IntList", (kv_key)type, my_sum);
+    if (st == KV_OK) st = host->register_kernel("mean.dim", (kv_key)type, my_mean);
+    if (st == KV_OK) st = host->register_kernel("gelu", (kv_key)type, my_gelu);
     /* Every other op runs the reference on staged copies, so the programs'
      * other steps run here too and the softmax steps see real logits. */
     if (st == KV_OK) host->register_fallback((kv_key)type, host->stage_reference);
