@@ -65,6 +65,18 @@ static double tb_mag_lin(const kv_tensor *t, int64_t k) {
     return tb_mag(t, t->strides, idx);
 }
 
+/* The k-th element (row-major) of a real t, signed. */
+static double tb_val_lin(const kv_tensor *t, int64_t k) {
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        const int64_t sz = t->sizes[d];
+        if (sz == 0) return 0.0;
+        off += (k % sz) * t->strides[d];
+        k /= sz;
+    }
+    return kv_ref_load_f64(t->dtype, (const char *)kv_tensor_data(t) + off * (int64_t)kv_dtype_size(t->dtype));
+}
+
 static bool tb_next(int64_t *idx, const int64_t *sizes, int nd) {
     for (int d = nd - 1; d >= 0; d--) {
         if (++idx[d] < sizes[d]) return true;
@@ -333,6 +345,47 @@ static kv_status tb_softmax(const tb_args *a, const char *op, bool logsm, double
     const double extra = logsm ? 2.0 * log(n > 1 ? (double)n : 1.0) + 1.0 : 0.0;
     const int64_t numel = kv_tensor_numel(e);
     for (int64_t k = 0; k < numel; k++) b[k] = g * (tb_mag_lin(e, k) + extra);
+    if (numel == 0 || n == 0 || kv_tensor_numel(x) != numel) return KV_OK;
+    /* The rounding of x - max (issue 21): a kernel working in the output's
+     * precision subtracts first, so d_j = x_j - max becomes d_j (1 + δ),
+     * |δ| <= u, and exp(d_j (1 + δ)) = exp(d_j) (1 + ε_j) with
+     * |ε_j| <= t_j = |d_j| u exp(|d_j| u) (|e^z - 1| <= |z| e^|z|). The
+     * terms above hold only for |d| u small, which one-op cases with
+     * inputs in [-2, 2) always have and attention logits do not.
+     * softmax y_k = exp(d_k) / Σ_j exp(d_j) takes ε_k from its numerator
+     * and Σ_j y_j ε_j from its denominator: |e_k| (t_k + S), S = Σ_j y_j t_j.
+     * log_softmax d_k - log Σ_j exp(d_j) takes the absolute d_k δ (<= t_k)
+     * and the log-sum's S, with y_j = exp(e_j): t_k + S. A slice with +inf
+     * or NaN is NaN by the semantics and gets no term; a -inf element (a
+     * mask) contributes exactly 0. */
+    const int di = x->ndim ? (int)(dim < 0 ? dim + x->ndim : dim) : 0;
+    int64_t in_sz = 1;
+    for (int d = di + 1; d < x->ndim; d++) in_sz *= x->sizes[d];
+    const int64_t outer = numel / (n * in_sz);
+    double *t = malloc(sizeof(double) * (size_t)n);
+    if (t == NULL) return kv_error(KV_ERR_OOM, "%s: bound: out of memory", op);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < in_sz; i++) {
+            const int64_t base = o * n * in_sz + i;
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < n; j++) mx = fmax(mx, tb_val_lin(x, base + j * in_sz));
+            if (!isfinite(mx)) continue;
+            double sum = 0.0;
+            bool finite = true;
+            for (int64_t j = 0; j < n && finite; j++) {
+                const double xj = tb_val_lin(x, base + j * in_sz), ej = tb_val_lin(e, base + j * in_sz);
+                const double d = fabs(xj - mx);
+                finite = !isnan(xj) && !isnan(ej);
+                t[j] = xj == -INFINITY ? 0.0 : d * u * exp(d * u); /* exp(-inf) = 0 exactly */
+                sum += (logsm ? exp(ej) : fabs(ej)) * t[j];
+            }
+            if (!finite) continue;
+            for (int64_t j = 0; j < n; j++) {
+                const int64_t k = base + j * in_sz;
+                b[k] += (logsm ? 1.0 : tb_mag_lin(e, k)) * (t[j] + sum);
+            }
+        }
+    free(t);
     return KV_OK;
 }
 

@@ -109,6 +109,14 @@ typedef int (*kv_exact_eval_fn)(void *ctx, mpfr_prec_t prec, mpfr_t *outs, int n
  * the same result; res[i] is that value as a double (exact in dt). */
 kv_status kv_exact_ziv(void *ctx, kv_exact_eval_fn fn, int n, kv_dtype dt, double *res);
 
+/* How many elements the Ziv loop has accepted in this thread whose exact
+ * value differs from the value they round to in their output format (a
+ * result that really rounded; an exact result, or one within the
+ * evaluation's error of its rounded value, is not counted). A running
+ * total: callers take differences. tests/test_rounding_coverage.c uses it
+ * to prove the suite's goldens hold rounded elements. */
+int64_t kv_exact_inexact_count(void);
+
 /* y rounded to nearest even into real dtype dt with its subnormals and
  * overflow to infinity, returned as a double (exactly representable in dt). */
 double kv_exact_round(mpfr_srcptr y, kv_dtype dt);

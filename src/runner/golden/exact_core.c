@@ -114,6 +114,34 @@ static bool same_value(double a, double b, bool zero_sign_free) {
     return a == b && signbit(a) == signbit(b);
 }
 
+/* Elements this thread accepted whose exact value is not the value they
+ * round to (kv_exact_inexact_count). Per thread: a regeneration runs in
+ * one thread, a test may run the generator in another. */
+static _Thread_local int64_t inexact_count;
+
+int64_t kv_exact_inexact_count(void) { return inexact_count; }
+
+/* Whether y, accepted at working precision p, rounded to r by more than
+ * the evaluation error near_boundary allows (|y| 2^-(p-8)): only then is
+ * the exact value surely not r. An exact sum or product is y itself, so
+ * its rounding is seen down to the last bit; a transcendental value that
+ * happens to be representable (exp(0)) stays within the error and is not
+ * counted. A finite y that overflowed to inf or underflowed to 0 did
+ * round. */
+static bool rounded_away(mpfr_srcptr y, mpfr_prec_t p, double r) {
+    if (!mpfr_number_p(y) || isnan(r)) return false;
+    if (isinf(r)) return true;
+    mpfr_t d, e;
+    mpfr_inits2(p + 64, d, e, (mpfr_ptr)0);
+    mpfr_sub_d(d, y, r, MPFR_RNDN);
+    mpfr_abs(d, d, MPFR_RNDN);
+    mpfr_abs(e, y, MPFR_RNDN);
+    mpfr_mul_2si(e, e, -(long)(p - 8), MPFR_RNDN);
+    const bool away = mpfr_cmp(d, e) > 0;
+    mpfr_clears(d, e, (mpfr_ptr)0);
+    return away;
+}
+
 kv_status kv_exact_ziv(void *ctx, kv_exact_eval_fn fn, int n, kv_dtype dt, double *res) {
     if (n <= 0) return KV_OK;
     mpfr_t *v = malloc(sizeof(mpfr_t) * (size_t)n);
@@ -143,6 +171,7 @@ kv_status kv_exact_ziv(void *ctx, kv_exact_eval_fn fn, int n, kv_dtype dt, doubl
             prev[i] = res[i];
         }
         if (agree) {
+            for (int i = 0; i < n; i++) inexact_count += rounded_away(v[i], p, res[i]);
             const mpfr_prec_t vb = kv_exact_verify_bits();
             if (vb > 0) {
                 for (int i = 0; i < n; i++) mpfr_set_prec(v[i], vb);
