@@ -49,8 +49,11 @@ static bool scope_allows(const char *what, const char *op, kv_key key) {
     else
         snprintf(text, sizeof text,
                  "plugin '%s' registered %s%s%s at key %s, which is not its own (%s); a plugin may register only "
-                 "at its own key",
-                 g_scope.name, what, op ? " for " : "", op ? op : "", kv_key_name(key), kv_key_name(g_scope.key));
+                 "at its own key%s",
+                 g_scope.name, what, op ? " for " : "", op ? op : "", kv_key_name(key), kv_key_name(g_scope.key),
+                 key == KV_KEY_CPU && strstr(what, "variant") != NULL
+                     ? " (and variants at the CPU key named after it: its name, or its name and '_...')"
+                     : "");
     if (g_scope.refusal[0] == '\0') snprintf(g_scope.refusal, sizeof g_scope.refusal, "%s", text);
     kv_error(KV_ERR_INVALID_ARG, "%s", text);
     return false;
@@ -82,8 +85,7 @@ static bool cpu_variant_named_for_plugin(kv_key backend, const char *name) {
 kv_status kv_backend_scope_register_variant(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
                                             bool (*pred)(const kv_op *op, const kv_stack *stack)) {
     if (!cpu_variant_named_for_plugin(backend, name) &&
-        !scope_allows(backend == KV_KEY_CPU ? "a perf_dispatch variant not named after it" : "a perf_dispatch variant",
-                      op_name ? op_name : "(null)", backend))
+        !scope_allows("a perf_dispatch variant", op_name ? op_name : "(null)", backend))
         return KV_ERR_INVALID_ARG;
     return kv_tune_register_variant(op_name, backend, name, fn, pred);
 }
