@@ -84,8 +84,10 @@ static bool cpu_variant_named_for_plugin(kv_key backend, const char *name) {
 
 kv_status kv_backend_scope_register_variant(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
                                             bool (*pred)(const kv_op *op, const kv_stack *stack)) {
-    if (!cpu_variant_named_for_plugin(backend, name) &&
-        !scope_allows("a perf_dispatch variant", op_name ? op_name : "(null)", backend))
+    const bool guest = cpu_variant_named_for_plugin(backend, name);
+    if (!guest && !scope_allows("a perf_dispatch variant", op_name ? op_name : "(null)", backend))
         return KV_ERR_INVALID_ARG;
-    return kv_tune_register_variant(op_name, backend, name, fn, pred);
+    const kv_status st = kv_tune_register_variant(op_name, backend, name, fn, pred);
+    /* Its rows are its own: the CPU's untimed choice passes over it. */
+    return st == KV_OK && guest ? kv_tune_variant_mark_guest(op_name, backend, name) : st;
 }

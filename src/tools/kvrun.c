@@ -634,7 +634,10 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
      * must not outlive a kill during it as this run's (the folder this run
      * owns: a case line's is reports/repro/, above). */
     const char *rdir = c->o.report_dir ? c->o.report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
-    if (!c->perf && !c->o.list_only && !c->o.resume && kv_report_retire(rdir) != KV_OK) {
+    /* --last-failed and --failed-first read the old run's results.jsonl
+     * (in kv_driver_run): that folder is retired only when the run begins. */
+    if (!c->perf && !c->o.list_only && !c->o.resume && !c->o.last_failed && !c->o.failed_first &&
+        kv_report_retire(rdir) != KV_OK) {
         fprintf(stderr, "kvrun: --report-dir=%s: %s\n", rdir, kv_last_error_message());
         kv_path_list_free(&files);
         return 2;

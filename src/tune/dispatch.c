@@ -79,10 +79,13 @@ static int fixed_choice(tune_slot *s, const kv_stack *stack, int idx, const char
  * call, asked afresh on every call (no cache, no timing, no force map), so
  * the choice depends on the call alone. The predicates run from the last
  * variant down and stop at the first that accepts: the chosen one's is the
- * last to run, so its stash is the live one. */
+ * last to run, so its stash is the live one. A guest variant (a plugin's
+ * at this key) is taken only when no host variant accepts: the backend's
+ * rows judge its own kernels, and a guest's bug fails its own row only. */
 static int untimed_choice(tune_slot *s, const kv_stack *stack, int n) {
-    for (int i = n - 1; i >= 0; i--)
-        if (s->v[i].pred == NULL || s->v[i].pred(s->op, stack)) return i;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = n - 1; i >= 0; i--)
+            if (s->v[i].guest == (pass == 1) && (s->v[i].pred == NULL || s->v[i].pred(s->op, stack))) return i;
     char geo[256];
     kv_tune_geometry_format(s->op, stack, geo, sizeof geo);
     kv_error(KV_ERR_MISSING_KERNEL, "%s: no variant of %s is compatible with this call %s (untimed mode)",

@@ -106,6 +106,25 @@ uint32_t kv_tune_op_geo_mask(const kv_op *op) {
     return m;
 }
 
+kv_status kv_tune_variant_mark_guest(const char *op_name, kv_key backend, const char *name) {
+    const kv_op *op = kv_op_find(op_name);
+    kv_status st = kv_error(KV_ERR_INVALID_ARG, "kv_tune_variant_mark_guest: %s has no variant '%s' at %s",
+                            op_name ? op_name : "(null)", name ? name : "(null)",
+                            kv_key_is_backend(backend) ? kv_key_name(backend) : "(not a backend key)");
+    pthread_mutex_lock(&g_reg_lock);
+    tune_slot *s = op && kv_key_is_backend(backend) && name ? kv_tune_slot_find(op, backend) : NULL;
+    const int n = s ? atomic_load(&s->n) : 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(s->v[i].name, name) == 0) {
+            s->v[i].guest = true;
+            kv_error_clear();
+            st = KV_OK;
+        }
+    }
+    pthread_mutex_unlock(&g_reg_lock);
+    return st;
+}
+
 kv_status kv_tune_register_variant(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
                                    kv_tune_pred_fn pred) {
     return kv_tune_register_variant_args(op_name, backend, name, fn, pred, NULL);

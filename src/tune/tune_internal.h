@@ -16,6 +16,7 @@ typedef struct tune_variant {
     kv_kernel_fn fn;
     kv_tune_pred_fn pred;
     uint32_t depends; /* non-tensor arguments its predicate reads (bit = argument index) */
+    bool guest;       /* a plugin's, at a key not its own (kv_tune_variant_mark_guest) */
 } tune_variant;
 
 /* One cached choice. Fields are separate atomics: a reader may see a

@@ -64,6 +64,14 @@ expect 1 "regression" "gen v2-tail vs v1" -- env KV_TEST_GEN=v2-tail $KVRUN $CAS
 expect 0 '"check":"variants:CPU/gen","backend":"cpu","old":"PASS","new":"FAIL"' "the variant's row is named" -- \
     cat "$T/r5/compare.jsonl"
 expect 0 "gen(loaded gen_add v1)" "the backends fingerprint names the versions" -- cat "$T/r5/compare.md"
+# ...and only its own rows: the generated kernel is a guest at the CPU key,
+# so the CPU's own rows (variants:CPU, memory) still run the CPU's kernels.
+if grep '"status":"FAIL"' "$T/r5/results.jsonl" | grep -v '"check":"variants:CPU/gen"' | grep -q .; then
+    bad "a row other than variants:CPU/gen failed with the guest's bug"
+    grep '"status":"FAIL"' "$T/r5/results.jsonl" | grep -v '"check":"variants:CPU/gen"' | cut -c1-200 | head -3
+else
+    ok "the guest's bug fails only variants:CPU/gen"
+fi
 expect 1 '"kind":"support-regression","case_id":"add.Tensor(dtype=f32' "gen v2-drop-f32: a support regression" -- \
     sh -c "KV_TEST_GEN=v2-drop-f32 $KVRUN $CASES --compare='$T/r1' --report-dir='$T/r6' >/dev/null; \
         rc=\$?; cat '$T/r6/compare.jsonl'; exit \$rc"

@@ -96,6 +96,15 @@ kv_status kv_tune_register_variant(const char *op_name, kv_key backend, const ch
  * argument of the op is KV_ERR_INVALID_ARG. */
 kv_status kv_tune_register_variant_args(const char *op_name, kv_key backend, const char *name, kv_kernel_fn fn,
                                         kv_tune_pred_fn pred, const char *depends_on);
+/* Marks variant `name` of (op_name, backend) a guest: registered by a
+ * plugin at a key that is not its own (a generated kernel at the CPU key,
+ * docs/generated-kernels.md). The tuner times it like any variant, but
+ * untimed mode (every kvrun check but `tune`) passes over it while a host
+ * variant accepts the call, so the backend's own rows (`variants:CPU`,
+ * `memory`...) judge the backend's kernels and a guest's bug fails only
+ * its own row, `variants:CPU/<name>`. KV_ERR_INVALID_ARG when there is no
+ * such variant. */
+kv_status kv_tune_variant_mark_guest(const char *op_name, kv_key backend, const char *name);
 /* Removes every variant of (op_name, backend) and its dispatching kernel
  * (the key's entry becomes missing). For tests. */
 kv_status kv_tune_unregister_all(const char *op_name, kv_key backend);

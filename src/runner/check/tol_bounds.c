@@ -362,27 +362,38 @@ static kv_status tb_softmax(const tb_args *a, const char *op, bool logsm, double
     int64_t in_sz = 1;
     for (int d = di + 1; d < x->ndim; d++) in_sz *= x->sizes[d];
     const int64_t outer = numel / (n * in_sz);
-    double *t = malloc(sizeof(double) * (size_t)n);
+    double *t = malloc(sizeof(double) * 2 * (size_t)n);
     if (t == NULL) return kv_error(KV_ERR_OOM, "%s: bound: out of memory", op);
+    double *ye = t + n;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < in_sz; i++) {
             const int64_t base = o * n * in_sz + i;
             double mx = -INFINITY;
             for (int64_t j = 0; j < n; j++) mx = fmax(mx, tb_val_lin(x, base + j * in_sz));
             if (!isfinite(mx)) continue;
+            /* ye[j] bounds |y_j ε_j|. Where |d_j| u is large, t_j
+             * overflows (and y_j may round to 0: 0 * inf is NaN), so the
+             * absolute form takes over: for d_j <= 0, exp(d_j (1 + δ))
+             * <= exp(-|d_j| (1 - u)), and S_true >= 1 (the max's term is
+             * exp(0)), so |y_j ε_j| <= exp(-|d_j| (1 - u)): 0 in double
+             * for the huge |d_j| of sweep and special fills. */
             double sum = 0.0;
             bool finite = true;
             for (int64_t j = 0; j < n && finite; j++) {
                 const double xj = tb_val_lin(x, base + j * in_sz), ej = tb_val_lin(e, base + j * in_sz);
                 const double d = fabs(xj - mx);
                 finite = !isnan(xj) && !isnan(ej);
+                const double yj = logsm ? exp(ej) : fabs(ej);
                 t[j] = xj == -INFINITY ? 0.0 : d * u * exp(d * u); /* exp(-inf) = 0 exactly */
-                sum += (logsm ? exp(ej) : fabs(ej)) * t[j];
+                ye[j] = xj == -INFINITY ? 0.0 : yj != 0.0 && isfinite(t[j]) ? yj * t[j] : exp(-d * (1.0 - u));
+                /* log_softmax's own term is d_j δ: at most |d_j| u, finite */
+                if (logsm && !isfinite(t[j])) t[j] = d * u;
+                sum += ye[j];
             }
             if (!finite) continue;
             for (int64_t j = 0; j < n; j++) {
                 const int64_t k = base + j * in_sz;
-                b[k] += (logsm ? 1.0 : tb_mag_lin(e, k)) * (t[j] + sum);
+                b[k] += logsm ? t[j] + sum : ye[j] + tb_mag_lin(e, k) * sum;
             }
         }
     free(t);
