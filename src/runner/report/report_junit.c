@@ -177,13 +177,17 @@ typedef struct spool_op {
     suite_counts counts;     /* of the testcases written (a fold is one) */
 } spool_op;
 
-/* The rows of one case's per-variant check ("variants:CPU/avx2", ...)
- * that pass or skip become one testcase, "op.variants:CPU": a full run
- * has 21,000 such rows, most of them passing, and a dashboard needs the
- * failing variants, each still a testcase of its own. results.jsonl keeps
- * every row. */
+/* The rows of one case that pass, skip or are unsupported become one
+ * testcase: "op.variants:CPU" when they are one check's variants
+ * ("variants:CPU/avx2", ...), "op.rows" when they span checks, the row's
+ * own check when there is one. A full run has about 90,000 rows, nearly
+ * all passing, and a dashboard needs the failing ones, each still a
+ * testcase of its own (with GitLab's 30 MB limit per file and the suite
+ * growing, one testcase per passing row does not fit). results.jsonl
+ * keeps every row. */
 typedef struct junit_fold {
     bool active;
+    bool mixed;              /* rows of more than one check family */
     int op;
     int n, nskip;
     double seconds;
@@ -305,12 +309,14 @@ static kv_status fold_flush(kv_junit_spool *s) {
     r->seconds = fo->seconds;
     r->output[0] = '\0'; /* every row of a case carries it: on its other testcases */
     if (fo->n == 1) snprintf(r->check, sizeof r->check, "%s", fo->check);
+    else if (fo->mixed) snprintf(r->check, sizeof r->check, "rows");
     if (fo->nskip < fo->n) {
         r->status = KV_RESULT_PASS;
     } else if (fo->n > 1) {
         char first[KV_RESULT_MESSAGE_MAX];
         snprintf(first, sizeof first, "%s", r->message);
-        snprintf(r->message, sizeof r->message, "all %d variants skipped; the first: %.900s", fo->n, first);
+        r->status = KV_RESULT_SKIP;
+        snprintf(r->message, sizeof r->message, "all %d rows skipped or unsupported; the first: %.900s", fo->n, first);
     }
     return spool_put(s, fo->op, r);
 }
@@ -329,27 +335,30 @@ kv_status kv_junit_spool_add(kv_junit_spool *s, int op, const kv_check_result *r
         s->nops++;
     }
     const char *slash = strchr(r->check, '/');
-    const bool foldable = slash != NULL && (r->status == KV_RESULT_PASS || r->status == KV_RESULT_SKIP);
+    const size_t family = slash != NULL ? (size_t)(slash - r->check) : strlen(r->check);
+    const bool foldable =
+        r->status == KV_RESULT_PASS || r->status == KV_RESULT_SKIP || r->status == KV_RESULT_UNSUPPORTED;
     junit_fold *fo = &s->fold;
-    if (fo->active && (!foldable || fo->op != op || strcmp(fo->row.case_id, r->case_id) != 0 ||
-                       strncmp(fo->row.check, r->check, (size_t)(slash - r->check)) != 0 ||
-                       fo->row.check[slash - r->check] != '\0')) {
+    if (fo->active && (!foldable || fo->op != op || strcmp(fo->row.case_id, r->case_id) != 0)) {
         const kv_status st = fold_flush(s);
         if (st != KV_OK) return st;
     }
     if (foldable) {
         if (!fo->active) {
             fo->active = true;
+            fo->mixed = false;
             fo->op = op;
             fo->n = fo->nskip = 0;
             fo->seconds = 0;
             fo->row = *r;
             snprintf(fo->check, sizeof fo->check, "%s", r->check);
-            fo->row.check[slash - r->check] = '\0';
+            fo->row.check[family] = '\0';
             fo->row.repro[0] = '\0';
+        } else if (strncmp(fo->row.check, r->check, family) != 0 || fo->row.check[family] != '\0') {
+            fo->mixed = true;
         }
         fo->n++;
-        fo->nskip += r->status == KV_RESULT_SKIP;
+        fo->nskip += r->status != KV_RESULT_PASS;
         fo->seconds += r->seconds;
         return KV_OK;
     }
