@@ -97,6 +97,15 @@ if ! build/kvrun cases/ --require-backend=onednn --accel-target=onednn --report-
     failed="$failed kvrun-onednn-accel"
 fi
 
+# The suite with the OpenCL plugin as the accel target: every check on
+# kernels generated and built by a driver at run time, in device memory
+# (kernels/opencl/README.md).
+count=$((count + 1))
+echo "=== kvrun cases/ --accel-target=opencl"
+if ! build/kvrun cases/ --require-backend=opencl --accel-target=opencl --report-dir="$dir/../suite-report-opencl"; then
+    failed="$failed kvrun-opencl-accel"
+fi
+
 # The accel twins (cases/accel.case) again with the other checks under the
 # seed gate and with the kill switch set; the fastpath check runs both
 # gates every time (README "The accel device in the runner").
