@@ -5,12 +5,13 @@
  * generated kernel; everything else is declined (kv_ocl_decline), which
  * gives bad input the reference's error and the rest an UNSUPPORTED row.
  *
- * Variants. Every op is a perf_dispatch variant set at this backend's key
- * with one variant per vector width of the generator (vec1, vec4, vec8:
- * the contiguous class's elements per work-item; strided calls take one
- * element per work-item whatever the variant). The tuner times them per
- * call shape, KV_PERFDISPATCH_FORCE=add.Tensor:vec4 pins one, and the
- * runner's untimed rows run vec8, the last registered. */
+ * Variants. Every op is a perf_dispatch variant set at this backend's key:
+ * "ref" (the host reference staged through copies) and one variant per
+ * vector width of the generator (vec1, vec4, vec8: the contiguous class's
+ * elements per work-item; strided calls take one element per work-item
+ * whatever the variant). The tuner times them per call shape,
+ * KV_PERFDISPATCH_FORCE=add.Tensor:vec4 pins one, and the runner's untimed
+ * rows run vec8, the last registered, wherever it accepts the call. */
 #include <stdio.h>
 #include <string.h>
 
