@@ -12,6 +12,9 @@
 #   clang libclang-rt-14-dev sanitizers, libFuzzer
 #   gcovr                    ninja coverage (part of ninja check)
 #   libdnnl-dev              the oneDNN backend plugin (kernels/onednn)
+#   ocl-icd-opencl-dev pocl-opencl-icd
+#                            the OpenCL backend plugin (kernels/opencl): the
+#                            headers and ICD loader, and PoCL's CPU device
 #   libmpfr-dev              correctly rounded goldens
 #   pkg-config               build/kvsuite.pc, the out-of-tree plugin recipe
 #   python3                  the docs' generated sections (ninja docs, the
@@ -30,6 +33,7 @@
 #                            (dpkg --add-architecture arm64, done below)
 set -eu
 pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config gnuplot-nox python3 man-db jq"
+pkgs="$pkgs ocl-icd-opencl-dev pocl-opencl-icd"
 pkgs="$pkgs gcc-aarch64-linux-gnu qemu-user libmpfr-dev:arm64 libgmp-dev:arm64 libxxhash-dev:arm64 libjansson-dev:arm64"
 
 missing=""

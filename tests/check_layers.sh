@@ -20,7 +20,7 @@
 #   7    boxing     src/boxing: the accel device
 #   8    backend    src/backend: the plugin ABI, loader, device copies
 #   9    gradcheck  src/gradcheck: finite differences on any device
-#   10   sim cuda onednn   kernels/<plugin>: backend plugins (peers)
+#   10   sim cuda onednn opencl   kernels/<plugin>: backend plugins (peers)
 #   11   runner     src/runner: the case runner
 #   12   runtime    src/runtime: the composition root (kv_init) and the typed API
 #   13   tools      src/tools: kvrun, kvgen
@@ -39,7 +39,7 @@ for f in $files; do
 done | awk '
 BEGIN {
     n = split("core:1 dispatch:2 tune:3 ref:4 cpu:5 modes:6 boxing:7 backend:8 gradcheck:9 " \
-              "sim:10 cuda:10 onednn:10 runner:11 runtime:12 tools:13", pairs, " ")
+              "sim:10 cuda:10 onednn:10 opencl:10 runner:11 runtime:12 tools:13", pairs, " ")
     for (i = 1; i <= n; i++) { split(pairs[i], kv, ":"); rank[kv[1]] = kv[2] }
     # Who owns each public header.
     m = split("status:core dtype:core scalar:core device:core keys:core tensor:core npy:core rng:core generator:core " \

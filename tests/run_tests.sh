@@ -123,12 +123,22 @@ if ! build/kvrun cases/ --require-backend=onednn --accel-target=onednn --report-
     failed="$failed kvrun-onednn-accel"
 fi
 
+# The suite with the OpenCL plugin as the accel target: every check on
+# kernels generated and built by a driver at run time, in device memory
+# (kernels/opencl/README.md).
+count=$((count + 1))
+echo "=== kvrun cases/ --accel-target=opencl"
+if ! build/kvrun cases/ --require-backend=opencl --accel-target=opencl --report-dir="$dir/../suite-report-opencl"; then
+    failed="$failed kvrun-opencl-accel"
+fi
+
 # The docs' generated sections (README's figures, the kvrun option list,
 # the failing-run example) against what the two suite runs above printed,
 # and every link in README.md and docs/ (src/tools/docs_sections.py).
 count=$((count + 1))
 echo "=== docs: generated sections and links"
-if ! python3 src/tools/docs_sections.py check --suite="$dir/../suite-report" --accel="$dir/../suite-report-onednn"; then
+if ! python3 src/tools/docs_sections.py check --suite="$dir/../suite-report" --accel="$dir/../suite-report-onednn" \
+    --opencl="$dir/../suite-report-opencl"; then
     failed="$failed docs"
 fi
 

@@ -13,8 +13,11 @@ and this script writes it from a real run. `ninja docs` runs the suite
 `check` over the reports its own suite runs wrote and fails, naming each
 stale section, when the text differs from what the run printed.
 
-    docs_sections.py write  [--suite DIR --accel DIR]   (default: run them)
-    docs_sections.py check   --suite DIR --accel DIR
+    docs_sections.py write  [--suite=DIR --accel=DIR --opencl=DIR]   (default: run them)
+    docs_sections.py check   --suite=DIR --accel=DIR --opencl=DIR
+
+(the report folders of `ninja run`'s three parts: the suite, oneDNN as the
+accel target, OpenCL as the accel target)
 
 Rows of the CUDA plugin are left out of every count: CI builds it where
 nvcc exists and, without a GPU, it only adds UNSUPPORTED rows, so the
@@ -86,10 +89,21 @@ def run_figures(title, command, folder):
     return lines
 
 
+PARTS = (
+    ("suite", "The suite", "build/kvrun cases/", []),
+    ("accel", "oneDNN as the accel target", "build/kvrun cases/ --accel-target=onednn",
+     ["--require-backend=onednn", "--accel-target=onednn"]),
+    ("opencl", "OpenCL as the accel target", "build/kvrun cases/ --accel-target=opencl",
+     ["--require-backend=opencl", "--accel-target=opencl"]),
+)
+
+
 def section_suite_figures(ctx):
-    lines = run_figures("First half", "build/kvrun cases/", ctx["suite"])
-    lines.append("")
-    lines += run_figures("Second half", "build/kvrun cases/ --accel-target=onednn", ctx["accel"])
+    lines = []
+    for name, title, command, _ in PARTS:
+        if lines:
+            lines.append("")
+        lines += run_figures(title, command, ctx[name])
     return "\n".join(lines) + "\n"
 
 
@@ -191,19 +205,19 @@ def check_links():
 def main():
     args = sys.argv[1:]
     if not args or args[0] not in ("write", "check"):
-        fail("usage: docs_sections.py write|check [--suite DIR --accel DIR]")
+        fail("usage: docs_sections.py write|check [--suite=DIR --accel=DIR --opencl=DIR]")
     mode, ctx = args[0], {}
     for a in args[1:]:
-        m = re.match(r"--(suite|accel)=(.+)$", a)
+        m = re.match(r"--(suite|accel|opencl)=(.+)$", a)
         if not m:
             fail("unknown argument '%s'" % a)
         ctx[m.group(1)] = m.group(2)
     os.chdir(ROOT)
-    if "suite" not in ctx or "accel" not in ctx:
+    if any(name not in ctx for name, _, _, _ in PARTS):
         if mode == "check":
-            fail("check needs --suite=DIR and --accel=DIR (the report folders of both halves)")
+            fail("check needs --suite=DIR, --accel=DIR and --opencl=DIR (the report folders of ninja run's parts)")
         base = os.path.join("build", "docs-run")
-        for name, extra in (("suite", []), ("accel", ["--require-backend=onednn", "--accel-target=onednn"])):
+        for name, _, _, extra in PARTS:
             ctx[name] = os.path.join(base, name)
             code = subprocess.run([KVRUN, "cases/", "-q", "--report-dir=" + ctx[name]] + extra,
                                   env={k: v for k, v in os.environ.items() if not k.startswith("KV_")}).returncode

@@ -6,15 +6,15 @@
 # another folder, kvrun finds the golden store next to it or says it can't.
 . tests/ci/lib.sh
 RUN=src/tools/run_suite.sh
-# The exit status of both halves, with a stand-in kvrun failing on purpose.
-printf '#!/bin/sh\ncase "$*" in *onednn-accel*) exit "$SECOND";; *) exit "$FIRST";; esac\n' >"$T/fake"
+# The exit status of all three parts, with a stand-in kvrun failing on purpose.
+printf '#!/bin/sh\ncase "$*" in *onednn-accel*) exit "$SECOND";; *opencl-accel*) exit "$THIRD";; *) exit "$FIRST";; esac\n' >"$T/fake"
 chmod +x "$T/fake"
-for pair in "0 0 0" "1 0 1" "0 1 1" "2 1 2" "1 2 2"; do
-    set -- $pair
-    FIRST=$1 SECOND=$2 KVRUN="$T/fake" sh $RUN cases/ "$T/unused" >/dev/null 2>&1
+for set in "0 0 0 0" "1 0 0 1" "0 1 0 1" "0 0 1 1" "2 1 0 2" "1 2 1 2" "0 1 2 2"; do
+    set -- $set
+    FIRST=$1 SECOND=$2 THIRD=$3 KVRUN="$T/fake" sh $RUN cases/ "$T/unused" >/dev/null 2>&1
     rc=$?
-    [ "$rc" -eq "$3" ] && ok "first half exits $1, second $2: ninja run exits $3" ||
-        bad "first half exits $1, second $2: ninja run exits $rc, expected $3"
+    [ "$rc" -eq "$4" ] && ok "parts exit $1, $2, $3: ninja run exits $4" ||
+        bad "parts exit $1, $2, $3: ninja run exits $rc, expected $4"
 done
 # Both halves with the real kvrun: an earlier green run in the second
 # half's folder is replaced after a red first half.
@@ -29,8 +29,9 @@ expect 0 "" "a green run into reports/onednn-accel" -- \
     env KV_BACKEND_PATH="$PLUGINS" sh $RUN "$T/good.case" "$T/rep"
 expect 1 "" "a red suite: ninja run exits 1" -- env KV_BACKEND_PATH="$PLUGINS" sh $RUN "$T/bad.case" "$T/rep"
 grep -q '"status":"FAIL"' "$T/rep/results.jsonl" && grep -q '"status":"FAIL"' "$T/rep/onednn-accel/results.jsonl" &&
+    grep -q '"status":"FAIL"' "$T/rep/opencl-accel/results.jsonl" &&
     grep -q 'expect=shape' "$T/rep/onednn-accel/failures.txt" &&
-    ok "both halves wrote the red run's reports (no green report left)" ||
+    ok "every part wrote the red run's reports (no green report left)" ||
     bad "a folder still holds the green run's reports"
 # A run clears what an earlier run left: accuracy.md of an accuracy run.
 echo stale >"$T/rep/accuracy.md"
