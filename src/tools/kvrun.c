@@ -18,6 +18,7 @@
 
 #include "kv/op_ids.h"
 #include "runner/runner.h"
+#include "runner/case/suggest.h"
 #include "runner/report/compare_runs.h"
 
 /* The --help text: src/tools/kvrun_help.txt, made a C string by
@@ -436,27 +437,6 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
     return 0;
 }
 
-/* Edit distance with adjacent transpositions (so "fitler" is 1 from
- * "filter"), for the "did you mean" of an unknown flag. */
-static int kv_edit_distance(const char *a, size_t la, const char *b) {
-    const size_t lb = strlen(b);
-    if (la > 40 || lb > 40) return 99;
-    int d[41][41];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        for (size_t j = 1; j <= lb; j++) {
-            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    }
-    return d[la][lb];
-}
-
 /* An argument that is neither a runner flag nor a case option's --key is
  * an unknown flag: said so (exit 2) with the closest name of either kind,
  * rather than left to the grammar, which would call it a case option. */
@@ -469,13 +449,13 @@ static int kv_unknown_flag(const char *arg) {
     key[len] = '\0';
     if (kv_case_option_find(key) >= 0 || strcmp(key, "batch") == 0 || strcmp(key, "reset") == 0) return 0;
     const char *best = NULL;
-    int best_d = 3; /* suggest only within 2 edits */
+    int best_d = KV_SUGGEST_MAX_EDITS + 1;
     for (int i = 0; i < KV_NFLAGS; i++) {
-        const int d = kv_edit_distance(key, len, kv_flags[i].name);
+        const int d = kv_suggest_distance(key, kv_flags[i].name);
         if (d < best_d) best_d = d, best = kv_flags[i].name;
     }
     for (int i = 0; i < kv_case_option_count; i++) {
-        const int d = kv_edit_distance(key, len, kv_case_options[i].name);
+        const int d = kv_suggest_distance(key, kv_case_options[i].name);
         if (d < best_d) best_d = d, best = kv_case_options[i].name;
     }
     if (best != NULL) return kv_usage_error("'%s': unknown flag --%s; did you mean --%s?", arg, key, best);

@@ -19,6 +19,11 @@ for v in $vars; do
         ;;
     KV_SHARD_INDEX) expect 2 "$v=''" "$v= (empty) is an error naming it" -- env "$v=" KV_SHARD_TOTAL=2 $KVRUN $NEG --shard=auto --report-dir="$T/r" ;;
     KV_SHARD_TOTAL) expect 2 "$v=''" "$v= (empty) is an error naming it" -- env "$v=" KV_SHARD_INDEX=0 $KVRUN $NEG --shard=auto --report-dir="$T/r" ;;
+    # A plugin's own variable: the plugin fails to load, naming it, which
+    # is an ERROR row like every load failure (exit 1, not a usage error).
+    KV_OPENCL_GENERATOR)
+        expect 1 "KV_OPENCL_GENERATOR=''" "$v= (empty) fails the OpenCL plugin's load, naming it" -- \
+            env "$v=" KV_BACKEND_PATH="$(dirname "$KVRUN")/backends/libkv_opencl.so" $KVRUN $NEG --report-dir="$T/r" ;;
     *) expect 2 "$v" "$v= (empty) is an error naming it" -- env "$v=" $KVRUN $NEG --report-dir="$T/r" ;;
     esac
 done

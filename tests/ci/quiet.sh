@@ -3,7 +3,15 @@
 # select without a single warning (a duplicate case, ...), with the SIM
 # plugin and with every built plugin (accel cases follow the target).
 . tests/ci/lib.sh
-for plugins in "$KV_BACKEND_PATH" "$(dirname "$KVRUN")/backends"; do
+# Every built plugin but CUDA where it cannot run: an unavailable backend
+# says so on stderr, once, by design (CI builds it on machines without a
+# GPU); the warnings this test is about come from the case files.
+all=""
+for so in "$(dirname "$KVRUN")"/backends/*.so; do
+    case $so in */libkv_cuda.so) command -v nvidia-smi >/dev/null 2>&1 || continue ;; esac
+    all="${all:+$all:}$so"
+done
+for plugins in "$KV_BACKEND_PATH" "$all"; do
     KV_BACKEND_PATH=$plugins $KVRUN cases/ --list >"$T/ids" 2>"$T/err"
     rc=$?
     if [ "$rc" -eq 0 ] && [ -s "$T/ids" ] && [ ! -s "$T/err" ]; then

@@ -57,6 +57,23 @@ bool kv_result_status_is_bad(kv_result_status s) {
     return true;
 }
 
+bool kv_result_status_is_failure(kv_result_status s) {
+    switch (s) {
+    case KV_RESULT_FAIL:
+    case KV_RESULT_ERROR:
+    case KV_RESULT_CRASH:
+    case KV_RESULT_TIMEOUT: return true;
+    case KV_RESULT_PASS:
+    case KV_RESULT_UNSUPPORTED:
+    case KV_RESULT_SKIP:
+    case KV_RESULT_XFAIL:
+    case KV_RESULT_XPASS:
+    case KV_RESULT_FLAKY:
+    case KV_RESULT_STATUS_COUNT: break;
+    }
+    return false;
+}
+
 int kv_result_status_severity(kv_result_status s) {
     switch (s) {
     case KV_RESULT_SKIP: return 0;

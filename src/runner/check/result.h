@@ -29,6 +29,10 @@ const char *kv_result_status_name(kv_result_status s); /* "PASS", "FAIL", ... */
  * whether a flake fails the run is the run's choice (--flaky=), so the
  * exit code of a run with flakes is kv_report_exit_code_flaky's. */
 bool kv_result_status_is_bad(kv_result_status s);
+/* FAIL, ERROR, CRASH or TIMEOUT: the row itself went wrong (what
+ * --last-failed reruns and a comparison calls failing); unlike
+ * kv_result_status_is_bad, not XPASS, a stale baseline entry. */
+bool kv_result_status_is_failure(kv_result_status s);
 
 /* One element that differed, for the failure listing and the error plot. */
 typedef struct kv_mismatch {

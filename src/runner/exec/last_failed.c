@@ -10,23 +10,6 @@
 
 static int kv_str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* The statuses a rerun is for (see the header). */
-static bool kv_rerun_status(kv_result_status st) {
-    switch (st) {
-    case KV_RESULT_FAIL:
-    case KV_RESULT_ERROR:
-    case KV_RESULT_CRASH:
-    case KV_RESULT_TIMEOUT: return true;
-    case KV_RESULT_PASS:
-    case KV_RESULT_UNSUPPORTED:
-    case KV_RESULT_SKIP:
-    case KV_RESULT_XFAIL:
-    case KV_RESULT_XPASS:
-    case KV_RESULT_FLAKY:
-    case KV_RESULT_STATUS_COUNT: return false;
-    }
-    return false;
-}
 
 static kv_status kv_id_set_push(kv_id_set *s, int *cap, const char *id) {
     if (s->n > 0 && strcmp(s->ids[s->n - 1], id) == 0) return KV_OK; /* a case's rows are adjacent */
@@ -69,7 +52,7 @@ kv_status kv_last_failed_load(const char *report_dir, bool required, kv_id_set *
             break;
         }
         out->rows++;
-        if (kv_rerun_status(r->status)) st = kv_id_set_push(out, &cap, r->case_id);
+        if (kv_result_status_is_failure(r->status)) st = kv_id_set_push(out, &cap, r->case_id);
     }
     free(line);
     free(r);

@@ -92,31 +92,15 @@ bool kv_runcmp_identity_required(const kv_runcmp_policy *p, const char *check, c
 
 static bool runcmp_passing(kv_result_status s) { return s == KV_RESULT_PASS || s == KV_RESULT_XPASS; }
 
-static bool runcmp_failing(kv_result_status s) {
-    switch (s) {
-    case KV_RESULT_FAIL:
-    case KV_RESULT_ERROR:
-    case KV_RESULT_CRASH:
-    case KV_RESULT_TIMEOUT: return true;
-    case KV_RESULT_PASS:
-    case KV_RESULT_UNSUPPORTED:
-    case KV_RESULT_SKIP:
-    case KV_RESULT_XFAIL:
-    case KV_RESULT_XPASS:
-    case KV_RESULT_FLAKY:
-    case KV_RESULT_STATUS_COUNT: break;
-    }
-    return false;
-}
 
 static kv_runcmp_kind runcmp_transition(kv_result_status o, kv_result_status n) {
     if (o == n) return KV_RUNCMP_SAME;
-    if (runcmp_passing(o) && runcmp_failing(n)) return KV_RUNCMP_REGRESSION;
+    if (runcmp_passing(o) && kv_result_status_is_failure(n)) return KV_RUNCMP_REGRESSION;
     /* A perf_dispatch variant whose predicate stops accepting the inputs
      * makes its row SKIP, a backend without the kernel UNSUPPORTED: either
      * way what was checked is no longer run. */
     if (runcmp_passing(o) && (n == KV_RESULT_UNSUPPORTED || n == KV_RESULT_SKIP)) return KV_RUNCMP_SUPPORT_REGRESSION;
-    if (runcmp_failing(o) && runcmp_passing(n)) return KV_RUNCMP_FIX;
+    if (kv_result_status_is_failure(o) && runcmp_passing(n)) return KV_RUNCMP_FIX;
     if ((o == KV_RESULT_UNSUPPORTED || o == KV_RESULT_SKIP) && runcmp_passing(n)) return KV_RUNCMP_NEW_SUPPORT;
     return KV_RUNCMP_OTHER;
 }

@@ -307,7 +307,8 @@ static kv_status fold_flush(kv_junit_spool *s) {
     fo->active = false;
     kv_check_result *r = &fo->row;
     r->seconds = fo->seconds;
-    r->output[0] = '\0'; /* every row of a case carries it: on its other testcases */
+    /* r->output, the plugin's stdout and stderr during the case, is every
+     * row's: the folded testcase carries it once. */
     if (fo->n == 1) snprintf(r->check, sizeof r->check, "%s", fo->check);
     else if (fo->mixed) snprintf(r->check, sizeof r->check, "rows");
     if (fo->nskip < fo->n) {
