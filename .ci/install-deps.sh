@@ -22,6 +22,9 @@
 #   man-db                   the kvrun(1) page, rendered by tests/ci/install.sh
 #   jq                       reading results.jsonl in the plugin tests
 #                            (tests/test_zoo.sh)
+#   chromium                 the HTML reports rendered headless in ninja test
+#                            (tests/html_render.sh: size, render time, no
+#                            console errors)
 #   gnuplot-nox              the plots of report.html and perf.html (SVG,
 #                            inline); without it the reports say so in
 #                            place of each plot
@@ -32,7 +35,7 @@
 #                            run under qemu; needs the arm64 architecture
 #                            (dpkg --add-architecture arm64, done below)
 set -eu
-pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config gnuplot-nox python3 man-db jq"
+pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config gnuplot-nox python3 man-db jq chromium"
 pkgs="$pkgs ocl-icd-opencl-dev pocl-opencl-icd"
 pkgs="$pkgs gcc-aarch64-linux-gnu qemu-user libmpfr-dev:arm64 libgmp-dev:arm64 libxxhash-dev:arm64 libjansson-dev:arm64"
 

@@ -14,16 +14,20 @@
 # machine only ever comes out slower than the page is, so a page over the
 # limit is measured up to 3 times and judged by its fastest.
 #
-# Exit 0 when every page is within both limits, or when Chromium is not
-# installed ("skipped: chromium not installed": this check is optional,
-# the package is large); 1 when a page is over a limit or Chromium fails;
-# 2 on a usage error (a page that does not exist).
+# A page that writes anything to the browser's console (an uncaught
+# error in its script, a failed resource) fails too: the console log of
+# the page loaded on its own is read from Chromium's own log.
+#
+# Exit 0 when every page is within its limits; 1 when a page is over a
+# limit, logs to the console, or Chromium fails or is not installed
+# (.ci/install-deps.sh installs Debian's chromium: CI gates on this); 2 on
+# a usage error (a page that does not exist).
 LIMIT_BYTES=1048576
 LIMIT_MS=2000
 CHROMIUM=${CHROMIUM:-chromium}
 if ! command -v "$CHROMIUM" >/dev/null 2>&1; then
-    echo "skipped: chromium not installed (apt-get install chromium)"
-    exit 0
+    echo "html_render: $CHROMIUM is not installed (sh .ci/install-deps.sh installs Debian's chromium)" >&2
+    exit 1
 fi
 [ "$#" -gt 0 ] || set -- reports/report.html reports/perf.html
 for page in "$@"; do
@@ -36,7 +40,13 @@ done
 T=$(mktemp -d "${TMPDIR:-/tmp}/kv-render.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 # Chromium as root needs --no-sandbox; headless needs no GPU.
-chrome() { "$CHROMIUM" --headless --no-sandbox --disable-gpu --hide-scrollbars --allow-file-access-from-files "$@" 2>"$T/chrome.err"; }
+# No background networking: this machine's network is closed, and
+# Chromium's own connections would only fail and slow it down.
+chrome() {
+    "$CHROMIUM" --headless --no-sandbox --disable-gpu --hide-scrollbars --allow-file-access-from-files \
+        --disable-background-networking --disable-component-update --disable-sync --no-first-run \
+        --user-data-dir="$T/profile" "$@" 2>"$T/chrome.err"
+}
 
 # render PAGE_DIR PAGE_NAME: prints "MS HEIGHT SVGS" (empty on failure).
 render() {
@@ -85,8 +95,13 @@ for page in "$@"; do
     chrome --screenshot="$png" --window-size=1280,"$h" "file://$dir/$name" >/dev/null
     shot="screenshot $png (1280x$h)"
     [ -s "$png" ] || shot="no screenshot: $(tail -1 "$T/chrome.err")"
+    # The page on its own, with Chromium's log on stderr: every console
+    # message of the page is a line with ":CONSOLE".
+    chrome --enable-logging=stderr --v=0 --dump-dom "file://$dir/$name" >/dev/null
+    console=$(grep ":CONSOLE" "$T/chrome.err" | head -3)
     verdict=ok
-    [ "$bytes" -le "$LIMIT_BYTES" ] && [ "$best" -le "$LIMIT_MS" ] || verdict=FAIL
+    [ "$bytes" -le "$LIMIT_BYTES" ] && [ "$best" -le "$LIMIT_MS" ] && [ -z "$console" ] || verdict=FAIL
+    [ -z "$console" ] || echo "FAIL $page: it wrote to the browser console: $console"
     echo "$verdict $page: $bytes bytes (limit $LIMIT_BYTES), rendered in $best ms (limit $LIMIT_MS; attempt $attempt)," \
         "$svgs inline SVG plots, page height $height px; $shot"
     [ "$verdict" = ok ] || nfail=$((nfail + 1))

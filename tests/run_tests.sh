@@ -92,19 +92,23 @@ if [ "$size" -gt 10000000 ] || ! xmllint --noout --schema tests/junit-10.xsd "$d
     failed="$failed junit-xml"
 fi
 
-# Both HTML reports in headless Chromium (tests/html_render.sh): size,
-# render time, a screenshot beside each page. Chromium is optional (a
-# large package): without it the check says "skipped" and is not counted.
-if command -v chromium >/dev/null 2>&1; then
-    count=$((count + 1))
-    echo "=== HTML reports in headless Chromium"
-    if ! build/kvrun --mode=perf --op=add.Tensor,exp --dtype=f32 --shape=65536 --perf-reps=3 \
+# The HTML reports in headless Chromium (tests/html_render.sh): the green
+# suite's report.html, a failing run's (a plugin with a wrong kernel) and
+# a perf.html: each within its size and render-time budget, with nothing
+# on the browser's console. Chromium is one of .ci/install-deps.sh's
+# packages, so CI gates on this.
+count=$((count + 1))
+echo "=== HTML reports in headless Chromium"
+build/kvrun --backend=build/tests/dump-plugin/libwrong_neg.so cases/unary.case -q \
+    --report-dir="$dir/../failing-report" >/dev/null 2>&1
+fail_rc=$?
+if [ "$fail_rc" -ne 1 ] ||
+    ! build/kvrun --mode=perf --op=add.Tensor,exp --dtype=f32 --shape=65536 --perf-reps=3 \
         --report-dir="$dir/../perf-report" >/dev/null ||
-        ! sh tests/html_render.sh "$dir/../suite-report/report.html" "$dir/../perf-report/perf.html"; then
-        failed="$failed html-render"
-    fi
-else
-    echo "=== HTML reports in headless Chromium: skipped: chromium not installed"
+    ! sh tests/html_render.sh "$dir/../suite-report/report.html" "$dir/../failing-report/report.html" \
+        "$dir/../perf-report/perf.html"; then
+    [ "$fail_rc" -eq 1 ] || echo "html: the failing run exited $fail_rc, not 1"
+    failed="$failed html-render"
 fi
 
 # Every golden against an independent recomputation at 4096 bits, and the
