@@ -69,6 +69,7 @@ rc=$?
 grep -q 'ERROR *neg(dtype=f32,shape=\[4\])' "$T/wm.out" && grep -q 'no result for this case' "$T/wm.out" &&
     ok "KV_WORKER_MEM=1: an ERROR row of the case" || bad "KV_WORKER_MEM=1: no ERROR row of the case"
 grep -q 'selected no cases' "$T/wm.out" && bad "KV_WORKER_MEM=1: 'selected no cases'" || ok "KV_WORKER_MEM=1: cases were selected"
-grep -q 'errors="1"' "$T/wm/junit.xml" && ok "KV_WORKER_MEM=1: junit.xml has the ERROR" ||
+# At least one: under load a replaced worker may add an ERROR row of its own.
+grep -q 'errors="[1-9]' "$T/wm/junit.xml" && ok "KV_WORKER_MEM=1: junit.xml has the ERROR" ||
     bad "KV_WORKER_MEM=1: junit.xml has no ERROR"
 finish
