@@ -58,23 +58,29 @@ void kv_driver_backends_meta(kv_report_meta *meta) {
     snprintf(meta->accel_target, sizeof meta->accel_target, "%s", kv_accel_target_name());
 }
 
-static kv_status push_row(kv_result_list *out, const char *name, kv_result_status status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static kv_status push_row(kv_result_list *out, const char *name, kv_result_status status, const char *fmt, ...) {
+kv_status kv_driver_backend_vrow(kv_result_list *out, const char *name, const char *check, kv_result_status status,
+                                 const char *fmt, va_list ap) {
     kv_check_result r;
     memset(&r, 0, sizeof r);
     snprintf(r.case_id, sizeof r.case_id, "backend(%s)", name);
     snprintf(r.op, sizeof r.op, "(backend)");
-    snprintf(r.check, sizeof r.check, "load");
+    snprintf(r.check, sizeof r.check, "%s", check);
     snprintf(r.backend, sizeof r.backend, "%s", name);
     r.dtype = KV_F32;
     r.status = status;
     r.max_ulps = -1;
+    vsnprintf(r.message, sizeof r.message, fmt, ap);
+    return kv_result_list_push(out, &r);
+}
+
+static kv_status push_row(kv_result_list *out, const char *name, kv_result_status status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static kv_status push_row(kv_result_list *out, const char *name, kv_result_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r.message, sizeof r.message, fmt, ap);
+    const kv_status st = kv_driver_backend_vrow(out, name, "load", status, fmt, ap);
     va_end(ap);
-    return kv_result_list_push(out, &r);
+    return st;
 }
 
 static bool available_named(const char *name) {

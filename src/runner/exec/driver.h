@@ -56,6 +56,7 @@
 #ifndef KV_RUNNER_DRIVER_H
 #define KV_RUNNER_DRIVER_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -146,6 +147,11 @@ struct kv_report_meta;
 void kv_driver_backends_meta(struct kv_report_meta *meta);
 struct kv_result_list;
 kv_status kv_driver_backend_rows(const kv_driver_options *o, struct kv_result_list *out);
+/* One row of a backend itself, "backend(NAME)" with op "(backend)" and
+ * the given check ("load", "support"), appended to out (backends.c). */
+kv_status kv_driver_backend_vrow(struct kv_result_list *out, const char *name, const char *check,
+                                 kv_result_status status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
 /* --require-support (support_rows.c): an ERROR row for every pair a loaded
  * plugin declares that no PASS row of the run (cases 0..ncases-1 of
  * stream) proved, and for a plugin that declares nothing. */

@@ -20,20 +20,11 @@
 static kv_status support_row(kv_result_list *out, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static kv_status support_row(kv_result_list *out, const char *name, const char *fmt, ...) {
-    kv_check_result r;
-    memset(&r, 0, sizeof r);
-    snprintf(r.case_id, sizeof r.case_id, "backend(%s)", name);
-    snprintf(r.op, sizeof r.op, "(backend)");
-    snprintf(r.check, sizeof r.check, "support");
-    snprintf(r.backend, sizeof r.backend, "%s", name);
-    r.dtype = KV_F32;
-    r.status = KV_RESULT_ERROR;
-    r.max_ulps = -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r.message, sizeof r.message, fmt, ap);
+    const kv_status st = kv_driver_backend_vrow(out, name, "support", KV_RESULT_ERROR, fmt, ap);
     va_end(ap);
-    return kv_result_list_push(out, &r);
+    return st;
 }
 
 /* Marks proved[i] for each declared pair i of `b` that row r passes. */
