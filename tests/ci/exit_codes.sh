@@ -36,10 +36,16 @@ expect 2 "more than the 16777216" "an oversized case file is refused" -- $KVRUN 
 printf 'x\000y\n' >"$T/nul.baseline"
 expect 2 "NUL byte" "a NUL byte in a baseline is refused" -- $KVRUN $CASE --baseline="$T/nul.baseline" $R
 expect 2 "not a regular file" "a baseline that is no regular file is refused" -- $KVRUN $CASE --baseline=/dev/zero $R
-# 90,000 identical alternatives: one case, in well under the 17 s the
-# quadratic duplicate scan took (a generous bound for a loaded machine).
+# 90,000 identical alternatives collapse to one case (the duplicate scan
+# was quadratic: 17 s; its speed is no timed test's business, the
+# per-script timings in run_tests.sh show it).
 python3 -c "print('--op=neg --dtype=u8 --shape=4x5 --fill=exact --seed=' + ','.join(['0'] * 90000))" >"$T/many.case"
-start=$(date +%s)
 expect 0 "89999 duplicate cases" "90,000 identical alternatives collapse to one case" -- $KVRUN "$T/many.case" --list
-[ $(($(date +%s) - start)) -le 5 ] && ok "... in at most 5 s" || bad "expanding 90,000 alternatives took over 5 s"
+# A check that does not apply to a case (threads on one that expects an
+# error) gives a SKIP row saying so, not a case without rows, which the
+# runner reports as a worker that could not run it (ERROR, exit 1).
+expect 0 "SKIP 1, CRASH 0" "a check that does not apply is one SKIP row" -- \
+    $KVRUN --op=add.Tensor --dtype=f32 --shape=3x4:5x4 --fill=exact --check=threads --expect=shape --report-dir="$T/skip"
+expect 0 '"check":"threads","backend":"cpu","dtype":"f32","status":"SKIP","message":"no check of threads applies' \
+    "... which says why" -- cat "$T/skip/results.jsonl"
 finish

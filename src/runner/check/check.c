@@ -102,6 +102,7 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
             if (results->n > at) results->items[at].seconds = check_now() - t0;
         }
     }
+    const int case_at = results->n;
     for (int i = 0; i < KV_CHECKS_N; i++) {
         const kv_check *k = &kv_checks[i];
         if (!(checks & (1u << k->kind))) continue;
@@ -117,6 +118,22 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
          * time evenly: reports sum seconds per case. */
         const int added = results->n - at;
         for (int j = at; j < results->n; j++) results->items[j].seconds = dt / (added > 0 ? added : 1);
+    }
+    /* Checks that do not apply to a case add no row (threads on a case
+     * that expects an error or has no plugin kernel): one SKIP row says
+     * so, or the runner would read a case with no rows as a worker that
+     * could not run it. */
+    if (results->n == case_at) {
+        char names[64] = ""; /* the row's check field */
+        int len = 0;
+        for (int i = 0; i < KV_CHECKS_N && len < (int)sizeof names; i++)
+            if (checks & (1u << kv_checks[i].kind))
+                len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", len ? "+" : "", kv_checks[i].name);
+        kv_check_result r;
+        kv_check_result_begin(&r, &ctx, names, NULL);
+        kv_check_result_set(&r, KV_RESULT_SKIP, "no check of %s applies to this case (a check for an error, a "
+                                                "generator op or no plugin kernel for it): nothing ran", names);
+        kv_check_push(&ctx, &r);
     }
     kv_tune_untimed_mode_set(was_untimed);
 }

@@ -78,42 +78,6 @@ void kv_check_backend_row_name(const char *prefix, kv_key key, const char *varia
     else snprintf(buf, (size_t)cap, "%s:%s", prefix, name);
 }
 
-/* Whether two calls' outputs (host-readable) are the same bit for bit;
- * false with what differs in msg. Unspecified values (empty) are not
- * compared. */
-static bool backend_same(const kv_check_ctx *ctx, const kv_case_outputs *a, const kv_case_outputs *b, char *msg,
-                         int cap) {
-    if (a->n != b->n || a->is_bool != b->is_bool || a->b != b->b) {
-        snprintf(msg, (size_t)cap, "the calls returned %d and %d outputs", a->n, b->n);
-        return false;
-    }
-    const kv_cmp_rule exact = { KV_CMP_BITWISE, 0, false, true };
-    for (int i = 0; i < a->n; i++) {
-        const kv_tol_entry *e = kv_tol_lookup(ctx->c->op, a->t[i]->dtype, ctx->c);
-        if (e != NULL && e->uninitialized) continue;
-        kv_cmp_report rep;
-        if (kv_compare(a->t[i], b->t[i], &exact, NULL, &rep) != KV_OK) {
-            snprintf(msg, (size_t)cap, "output %d: %s", i, kv_last_error_message());
-            return false;
-        }
-        if (rep.mismatched > 0) {
-            char what[32];
-            snprintf(what, sizeof what, "output %d", i);
-            /* A kernel that ignores strides reads past a stride-0 input's
-             * storage, so its calls differ: name that cause first, before
-             * the symptom's listing, when the differences show it
-             * (docs/diagnosis.md). */
-            char diag[KV_RESULT_MESSAGE_MAX / 2];
-            int n = 0;
-            if (kv_classify_compare(ctx->c, NULL, a->t[i], b->t[i], NULL, NULL, &exact, NULL, diag, (int)sizeof diag) > 0)
-                n = snprintf(msg, (size_t)cap, "likely cause: %s; ", diag);
-            if (n < cap) kv_cmp_report_format(&rep, what, msg + n, cap - n);
-            return false;
-        }
-    }
-    return true;
-}
-
 /* One invocation on fresh inputs made on `dev`, outputs brought to the
  * host; `in` is left for the caller (metadata is checked against it). */
 static kv_status backend_invoke(const kv_check_ctx *ctx, kv_device dev, kv_keyset only, kv_case_inputs *in,
@@ -237,7 +201,7 @@ bool kv_check_backend_call(const kv_check_ctx *ctx, int nref_out, kv_key key, co
     } else if (out->n != nref_out) {
         kv_check_result_set(r, KV_RESULT_FAIL, "the %s kernel returned %d output%s, the reference %d",
                             kv_key_name(key), out->n, out->n == 1 ? "" : "s", nref_out);
-    } else if (have2 && !backend_same(ctx, out, &out2, nd, (int)sizeof nd)) {
+    } else if (have2 && !kv_check_outputs_identical(ctx, out, &out2, true, nd, (int)sizeof nd)) {
         kv_check_result_set(r, KV_RESULT_FAIL,
                             "%s on %s%s%s is nondeterministic: two identical calls gave different results: %s", c->op,
                             kv_key_name(key), variant ? "/" : "", variant ? variant : "", nd);

@@ -112,32 +112,6 @@ static kv_status threads_readable(kv_case_outputs *out) {
     return st;
 }
 
-/* "" when a and b are the same bit for bit; else what differs. */
-static bool threads_same(const kv_check_ctx *ctx, const kv_case_outputs *a, const kv_case_outputs *b, char *msg,
-                         int cap) {
-    if (a->n != b->n || a->is_bool != b->is_bool || a->b != b->b) {
-        snprintf(msg, (size_t)cap, "%d outputs, alone %d", b->n, a->n);
-        return false;
-    }
-    const kv_cmp_rule exact = { KV_CMP_BITWISE, 0, false, true };
-    for (int i = 0; i < a->n; i++) {
-        const kv_tol_entry *e = kv_tol_lookup(ctx->c->op, a->t[i]->dtype, ctx->c);
-        if (e != NULL && e->uninitialized) continue;
-        kv_cmp_report rep;
-        if (kv_compare(a->t[i], b->t[i], &exact, NULL, &rep) != KV_OK) {
-            snprintf(msg, (size_t)cap, "output %d: %s", i, kv_last_error_message());
-            return false;
-        }
-        if (rep.mismatched > 0) {
-            char what[32];
-            snprintf(what, sizeof what, "output %d", i);
-            kv_cmp_report_format(&rep, what, msg, cap);
-            return false;
-        }
-    }
-    return true;
-}
-
 static bool threads_is_plugin(kv_key key) {
     return key != KV_KEY_CPU && key != KV_KEY_ACCEL && kv_backend_available((kv_device_type)key);
 }
@@ -208,7 +182,7 @@ static void threads_backend(const kv_check_ctx *ctx, kv_key key, const char *var
         if (!jobs[t].have_in) continue;
         char why[KV_RESULT_MESSAGE_MAX / 2];
         const kv_status st = jobs[t].st == KV_OK ? threads_readable(&jobs[t].out) : jobs[t].st;
-        const bool ok = st == KV_OK ? threads_same(ctx, &alone[t], &jobs[t].out, why, (int)sizeof why) : false;
+        const bool ok = st == KV_OK ? kv_check_outputs_identical(ctx, &alone[t], &jobs[t].out, false, why, (int)sizeof why) : false;
         if (st != KV_OK)
             snprintf(why, sizeof why, "failed with '%s' (alone it passed): %s", kv_status_name(st),
                      jobs[t].st != KV_OK ? jobs[t].message : kv_last_error_message());

@@ -10,6 +10,9 @@
 #include "kv/tensor.h"
 #include "kv/tune.h"
 #include "kv/vmap.h"
+#include "runner/check/classify.h"
+#include "runner/check/compare.h"
+#include "runner/check/tolerance.h"
 #include "runner/exec/fill.h"
 
 void kv_check_result_begin(kv_check_result *r, const kv_check_ctx *ctx, const char *check, const char *backend) {
@@ -151,4 +154,38 @@ kv_status kv_check_vmap_invoke(const kv_op *op, kv_case_inputs *in, kv_case_outp
 
 kv_result_status kv_check_status_of_failure(const kv_case *c, kv_status st, kv_result_status otherwise) {
     return st == KV_ERR_MISSING_KERNEL && c->device.type != KV_DEVICE_CPU ? KV_RESULT_UNSUPPORTED : otherwise;
+}
+
+bool kv_check_outputs_identical(const kv_check_ctx *ctx, const kv_case_outputs *a, const kv_case_outputs *b,
+                                bool diagnose, char *msg, int cap) {
+    if (a->n != b->n || a->is_bool != b->is_bool || a->b != b->b) {
+        snprintf(msg, (size_t)cap, "the calls returned %d and %d outputs", a->n, b->n);
+        return false;
+    }
+    const kv_cmp_rule exact = { KV_CMP_BITWISE, 0, false, true };
+    for (int i = 0; i < a->n; i++) {
+        const kv_tol_entry *e = kv_tol_lookup(ctx->c->op, a->t[i]->dtype, ctx->c);
+        if (e != NULL && e->uninitialized) continue;
+        kv_cmp_report rep;
+        if (kv_compare(a->t[i], b->t[i], &exact, NULL, &rep) != KV_OK) {
+            snprintf(msg, (size_t)cap, "output %d: %s", i, kv_last_error_message());
+            return false;
+        }
+        if (rep.mismatched > 0) {
+            char what[32];
+            snprintf(what, sizeof what, "output %d", i);
+            /* A kernel that ignores strides reads past a stride-0 input's
+             * storage, so its calls differ: name that cause first, before
+             * the symptom's listing, when the differences show it
+             * (docs/diagnosis.md). */
+            char diag[KV_RESULT_MESSAGE_MAX / 2];
+            int n = 0;
+            if (diagnose &&
+                kv_classify_compare(ctx->c, NULL, a->t[i], b->t[i], NULL, NULL, &exact, NULL, diag, (int)sizeof diag) > 0)
+                n = snprintf(msg, (size_t)cap, "likely cause: %s; ", diag);
+            if (n < cap) kv_cmp_report_format(&rep, what, msg + n, cap - n);
+            return false;
+        }
+    }
+    return true;
 }

@@ -55,6 +55,14 @@ kv_status kv_check_materialize(kv_case_outputs *out);
  * run a vmap case. */
 kv_status kv_check_vmap_invoke(const kv_op *op, kv_case_inputs *in, kv_case_outputs *out);
 
+/* Whether two calls' outputs (host-readable) are the same bit for bit;
+ * false with what differs in msg. Unspecified values (empty) are not
+ * compared. With `diagnose`, a cause the differences show (a kernel that
+ * ignores strides reads past a stride-0 input, so its calls differ) is
+ * named before the listing. */
+bool kv_check_outputs_identical(const kv_check_ctx *ctx, const kv_case_outputs *a, const kv_case_outputs *b,
+                                bool diagnose, char *msg, int cap);
+
 /* Whether schema argument `a` of the op is written by the call (a!). */
 bool kv_check_arg_is_mutated(const kv_op *op, int a);
 
