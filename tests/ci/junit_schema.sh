@@ -32,7 +32,7 @@ nbad=$(count '//testcase[failure or error or skipped[@type="XFAIL"]]')
 [ "$npass" -gt 0 ] && [ "$nbad" -ge 3 ] && [ "$nrepro" -eq "$nbad" ] &&
     ok "repro lines on the $nbad failing or XFAIL testcases only ($npass bare ones)" ||
     bad "repro lines on $nrepro testcases, $nbad failing or XFAIL, $npass bare"
-grep -q "repro: build/kvrun --backend=build/backends/libkv_sim.so" "$J" && ! grep -qF "$PWD/" "$J" &&
+grep -q "repro: $KVRUN --backend=$(dirname "$KVRUN")/backends/libkv_sim.so" "$J" && ! grep -qF "$PWD/" "$J" &&
     ok "the plugin's path in repro lines is relative to the working directory" ||
     bad "junit.xml holds an absolute path under $PWD"
 # A case's passing, skipped and unsupported rows are one testcase (the
