@@ -24,7 +24,6 @@
 #   asan  gcc AddressSanitizer + UndefinedBehaviorSanitizer (tests/sanitize.sh)
 #   tsan  gcc ThreadSanitizer                     (tests/sanitize.sh)
 #   fuzz  clang libFuzzer instrumentation + ASan + UBSan (tests/fuzz/run.sh)
-#   pic   gcc -fPIC, the objects of libkv.so        (src/tools/install.sh)
 #   aarch64  Debian's aarch64-linux-gnu-gcc against the arm64 multiarch
 #         libraries; build-time tools (kvgen) run under qemu-aarch64
 #         (tests/cross_golden.sh)
@@ -55,8 +54,7 @@ fuzz) cc=clang; extra="-O1 -fsanitize=fuzzer-no-link,address,undefined $san_comm
 aarch64) cc=aarch64-linux-gnu-gcc; extra="-ffp-contract=off -Wno-error"; run_tool="qemu-aarch64 " ;;
 # Position-independent objects for libkv.so (src/tools/install.sh); the
 # normal flags otherwise.
-pic)  cc=gcc;   extra="-fPIC" ;;
-*) echo "tests/configs.sh: unknown config '$cfg' (cov, asan, tsan, fuzz, aarch64, pic)" >&2; exit 2 ;;
+*) echo "tests/configs.sh: unknown config '$cfg' (cov, asan, tsan, fuzz, aarch64)" >&2; exit 2 ;;
 esac
 
 dir="build-$cfg"

@@ -51,8 +51,8 @@ echo "=== $bdir/kvrun cases/accel.case --accel-target=onednn (its ops)"
 unset KV_BACKEND_PATH
 for script in tests/ci/*.sh tests/test_hostile.sh; do
     case $(basename "$script") in
-    # lib.sh is not a test; install.sh builds and installs a -fPIC copy
-    # (build-pic/), not this build; generated_kernels.sh drives the OpenCL
+    # lib.sh is not a test; install.sh installs the normal build (build/),
+    # not this one; generated_kernels.sh drives the OpenCL
     # plugin, which this build leaves out (above). ninja test runs both.
     lib.sh | install.sh | generated_kernels.sh) continue ;;
     esac

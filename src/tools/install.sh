@@ -17,11 +17,9 @@
 #   PREFIX/share/man/man1/kvrun.1
 #   PREFIX/share/doc/kvsuite/            README.md and docs/
 #
-# The shared library needs position-independent objects, which the normal
-# build (PIE executables) does not make: tests/configs.sh pic builds the
-# library once more with -fPIC into build-pic/, and libkv.so is that whole
-# archive. Run from the repository root after `ninja` (build.ninja's
-# install edge depends on `all`).
+# The normal build compiles with -fPIC (build.ninja's cflags), so
+# libkv.so is the whole of build/libkv.a. Run from the repository root
+# after `ninja` (build.ninja's install edge depends on `all`).
 set -eu
 PREFIX=${PREFIX:-/usr/local}
 DESTDIR=${DESTDIR:-}
@@ -41,16 +39,15 @@ root="$DESTDIR$PREFIX"
 version=$(sed -n 's/^#define KV_VERSION_STRING "\(.*\)"$/\1/p' src/include/kv/kv.h)
 libs=$(sed -n 's/^libs = //p' build.ninja)
 
-sh tests/configs.sh pic build-pic/libkv.a >/dev/null
-gcc -shared -o build-pic/libkv.so -Wl,-soname,libkv.so \
-    -Wl,--whole-archive build-pic/libkv.a -Wl,--no-whole-archive $libs
+gcc -shared -o build/libkv.so -Wl,-soname,libkv.so \
+    -Wl,--whole-archive build/libkv.a -Wl,--no-whole-archive $libs
 
 install -d "$root/bin" "$root/include/kvsuite/kv" "$root/lib/kvsuite/backends" "$root/lib/pkgconfig" \
     "$root/share/kvsuite" "$root/share/man/man1" "$root/share/doc/kvsuite"
 install -m 755 build/kvrun build/kvgen "$root/bin/"
 install -m 644 src/include/kv/*.h build/gen/kv/*.h "$root/include/kvsuite/kv/"
 install -m 644 build/libkv.a "$root/lib/"
-install -m 755 build-pic/libkv.so "$root/lib/"
+install -m 755 build/libkv.so "$root/lib/"
 for so in build/backends/*.so; do
     [ -e "$so" ] && install -m 755 "$so" "$root/lib/kvsuite/backends/"
 done
