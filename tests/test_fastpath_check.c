@@ -14,6 +14,8 @@
  *     cases/modes.case that needs the slow path fails under both gates,
  *     and so does the lazy check on the lazy-bit cases; with the hook off
  *     they pass again;
+ *   - the lean fast path refuses a kernel that keeps a reference to one
+ *     of its arguments (headers in the lean path's frame);
  *   - the hit rates reported over a run, the --gate= set, cases/accel.case
  *     naming every case file, and --reset inside a batched file keeping
  *     the --batch line's --device=accel. */
@@ -274,6 +276,62 @@ static void test_lean_memo_keyed_by_target(void **state) {
     assert_int_equal(g_cpu_neg_calls, 1);
     kv_tensor *all[] = { A, B, s, c };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) kv_tensor_release(all[i]);
+}
+
+/* The lean fast path's kept-reference check (issue 22 item 6): the
+ * kernel's tensor arguments are headers in the lean path's own frame, so
+ * a kernel that keeps a reference to one would hold a pointer into a dead
+ * stack frame. The check refuses the call; without it the call returns
+ * the kernel's result as if nothing happened. The wrapper keeps (retains
+ * and forgets) its argument: the reference dies with the frame, there is
+ * nothing to release. Counted fast, so the lean path (not the boxed one,
+ * whose own check is kv_accel_box_end's) is the path under test. */
+static kv_kernel_fn g_keep_neg;
+static int g_keep_calls;
+static kv_status keeping_neg(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    g_keep_calls++;
+    kv_tensor_retain(stack->slots[0].v.tensor);
+    return g_keep_neg(op, ks, stack);
+}
+
+static void test_lean_kept_reference_refused(void **state) {
+    (void)state;
+    assert_int_equal(kv_accel_select_target("cpu"), KV_OK);
+    const kv_op *neg = kv_op_find("neg");
+    g_keep_neg = kv_op_entry_fn(neg, KV_KEY_CPU);
+    assert_non_null(g_keep_neg);
+    const float x[3] = { 1, -2, 3 };
+    const int64_t n = 3;
+    kv_tensor *c = kv_tensor_from_data(x, &n, 1, KV_F32);
+    assert_non_null(c);
+    kv_tensor *A = kv_accel_to(c);
+    assert_non_null(A);
+    /* The honest kernel first: the same call passes on the fast path. */
+    kv_accel_counters_reset();
+    kv_tensor *r = kv_neg(A);
+    assert_non_null(r);
+    kv_tensor_release(r);
+    assert_int_equal(kv_accel_counters_of("neg").fast, 1);
+    assert_int_equal(kv_register_kernel("neg", KV_KEY_CPU, keeping_neg), KV_OK);
+    g_keep_calls = 0;
+    kv_accel_counters_reset();
+    r = kv_neg(A);
+    char why[512];
+    snprintf(why, sizeof why, "%s", r == NULL ? kv_last_error_message() : "");
+    const kv_accel_counters k = kv_accel_counters_of("neg");
+    assert_int_equal(kv_register_kernel("neg", KV_KEY_CPU, g_keep_neg), KV_OK);
+    assert_int_equal(kv_accel_select_target(NULL), KV_OK);
+    if (r != NULL) {
+        kv_tensor_release(r);
+        fail_msg("a kernel that kept a reference to its argument was accepted");
+    }
+    assert_int_equal(g_keep_calls, 1);
+    assert_int_equal(k.fast, 1);
+    assert_int_equal(k.slow, 0);
+    if (strstr(why, "neg: the CPU kernel kept a reference to a boxed argument") == NULL)
+        fail_msg("the error does not name the kernel and the kept reference: %s", why);
+    kv_tensor_release(A);
+    kv_tensor_release(c);
 }
 
 static void test_unlisted_layer_caught(void **state) {
@@ -640,6 +698,7 @@ int main(void) {
         cmocka_unit_test(test_kill_switch_everywhere_never_fired),
         cmocka_unit_test(test_output_strides_compared),
         cmocka_unit_test(test_lean_memo_keyed_by_target),
+        cmocka_unit_test(test_lean_kept_reference_refused),
         cmocka_unit_test(test_unlisted_layer_caught),
         cmocka_unit_test(test_gate_selection),
         cmocka_unit_test(test_lazy_and_mode_cases_take_slow_path),

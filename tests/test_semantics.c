@@ -235,6 +235,111 @@ static void test_complex(void **state) {
     kv_tensor_release(a);
 }
 
+/* ---- at the range's ends (issue 22 item 4) ---- */
+
+/* Runs unary `op` on n c128 values (re, im pairs) through the exact
+ * generator; the output's components. */
+static kv_tensor *run_complex(const char *op, const double *z, int64_t n) {
+    int64_t sz[1] = { n };
+    kv_tensor *a = kv_tensor_from_data(z, sz, 1, KV_C128);
+    assert_non_null(a);
+    fixture f;
+    memset(&f, 0, sizeof f);
+    kv_case_init(&f.c);
+    strcpy(f.c.op, op);
+    f.in.args[0] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = a };
+    f.in.nargs = 1;
+    f.out.n = 1;
+    f.out.t[0] = kv_tensor_empty(sz, 1, KV_C128, KV_DEVICE_CPU0);
+    assert_non_null(f.out.t[0]);
+    memset(kv_tensor_data(f.out.t[0]), 0, (size_t)n * 16);
+    const kv_exact_call x = { &f.c, kv_op_find(op), op, &f.in, &f.out, NULL };
+    KV_TEST_OKS(kv_exact_unary(&x));
+    kv_tensor_release(a);
+    return f.out.t[0];
+}
+
+/* Component k of the output is exactly v, the sign of a zero included. */
+static void expect_component(const char *op, const kv_tensor *o, int k, double v) {
+    const double got = ((const double *)kv_tensor_data(o))[k];
+    if (!(got == v && signbit(got) == signbit(v)))
+        fail_msg("%s: element %d %s: got %a, the exact value rounds to %a", op, k / 2, k % 2 ? "im" : "re", got, v);
+}
+
+/* Finite inputs whose exact values are finite or ±inf, where e^x, sinh
+ * and cosh leave MPFR's exponent range: the values follow from the
+ * identities in exact_ew.c (never NaN). */
+static void test_complex_extremes(void **state) {
+    (void)state;
+    const double M = DBL_MAX;
+    const double ez[6] = { M, 0.0, M, -0.0, -M, 1.0 };
+    kv_tensor *o = run_complex("exp", ez, 3);
+    expect_component("exp", o, 0, INFINITY); /* e^max · cos 0 */
+    expect_component("exp", o, 1, 0.0);      /* e^max · sin(+0) = +0 exactly */
+    expect_component("exp", o, 3, -0.0);
+    expect_component("exp", o, 4, 0.0);      /* e^-max · cos 1: +tiny */
+    expect_component("exp", o, 5, 0.0);
+    kv_tensor_release(o);
+    /* tanh(±max + iy) = ±1 + i·sin(2y)·tiny */
+    const double tz[8] = { M, 1.0, -M, -1.0, M, 2.0, -M, 0.0 };
+    o = run_complex("tanh", tz, 4);
+    const double tv[8] = { 1.0, 0.0, -1.0, -0.0, 1.0, -0.0 /* sin 4 < 0 */, -1.0, 0.0 };
+    for (int k = 0; k < 8; k++) expect_component("tanh", o, k, tv[k]);
+    kv_tensor_release(o);
+    /* sin(±0 + i·max) = sin(±0)·cosh(max) + i·cos(0)·sinh(max) */
+    const double sz[6] = { 0.0, M, -0.0, M, 0.0, -M };
+    o = run_complex("sin", sz, 3);
+    const double sv[6] = { 0.0, INFINITY, -0.0, INFINITY, 0.0, -INFINITY };
+    for (int k = 0; k < 6; k++) expect_component("sin", o, k, sv[k]);
+    kv_tensor_release(o);
+    /* cos(±0 + i·max) = cosh(max) − i·sin(±0)·sinh(max) */
+    o = run_complex("cos", sz, 3);
+    const double cv[6] = { INFINITY, -0.0, INFINITY, 0.0, INFINITY, 0.0 };
+    for (int k = 0; k < 6; k++) expect_component("cos", o, k, cv[k]);
+    kv_tensor_release(o);
+    /* sigmoid(−max + iy) = e^z (1 − e^z ...): the signs of cos y, sin y;
+     * sigmoid(max + iy) = 1 − e^-z ...: 1 and the sign of sin y. */
+    const double gz[10] = { -M, 1.0, -M, 2.0, -M, -0.0, M, -1.0, M, 0.0 };
+    o = run_complex("sigmoid", gz, 5);
+    const double gv[10] = { 0.0, 0.0, -0.0, 0.0, 0.0, -0.0, 1.0, -0.0, 1.0, 0.0 };
+    for (int k = 0; k < 10; k++) expect_component("sigmoid", o, k, gv[k]);
+    kv_tensor_release(o);
+}
+
+/* gelu_backward(g, x) = g·(Phi(x) + x·phi(x)), negative for x < −1: at
+ * x = −max both terms leave MPFR's range, the exact value is −g·tiny. */
+static void test_gelu_backward_sign_at_max(void **state) {
+    (void)state;
+    const double g[3] = { 1.0, -1.0, 1.0 }, x[3] = { -DBL_MAX, -DBL_MAX, DBL_MAX };
+    const double zero[3] = { 0 };
+    kv_tensor *a = f64_tensor(g, 3), *b = f64_tensor(x, 3);
+    kv_tensor *o = run_family(kv_exact_gelu_backward, "gelu_backward", a, b, -1, kv_scalar_int(0), zero, 3);
+    assert_true(at(o, 0) == 0.0 && signbit(at(o, 0)));
+    assert_true(at(o, 1) == 0.0 && !signbit(at(o, 1)));
+    assert_true(at(o, 2) == 1.0);
+    kv_tensor_release(o);
+    /* The tanh form: (1 + tanh u)/2 + x/2·sech²(u)·k(1 + 3cx²), likewise. */
+    fixture f;
+    memset(&f, 0, sizeof f);
+    kv_case_init(&f.c);
+    strcpy(f.c.op, "gelu_backward");
+    f.in.args[0] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = a };
+    f.in.args[1] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = b };
+    f.in.args[2] = (kv_ivalue){ .tag = KV_IV_STR, .v.str = "tanh" };
+    f.in.nargs = 3;
+    f.out.n = 1;
+    f.out.t[0] = f64_tensor(zero, 3);
+    const kv_exact_call c = { &f.c, kv_op_find("gelu_backward"), "gelu_backward", &f.in, &f.out, NULL };
+    KV_TEST_OKS(kv_exact_gelu_backward(&c));
+    o = f.out.t[0];
+    assert_true(at(o, 0) == 0.0 && signbit(at(o, 0)));
+    assert_true(at(o, 1) == 0.0 && !signbit(at(o, 1)));
+    assert_true(at(o, 2) == 1.0);
+    kv_tensor_release(o);
+    kv_tensor_release(a);
+    kv_tensor_release(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_formats),
@@ -245,6 +350,8 @@ int main(void) {
         cmocka_unit_test(test_maximum_minimum),
         cmocka_unit_test(test_float_to_int),
         cmocka_unit_test(test_complex),
+        cmocka_unit_test(test_complex_extremes),
+        cmocka_unit_test(test_gelu_backward_sign_at_max),
     };
     return cmocka_run_group_tests(tests, kv_test_setup_init, NULL);
 }

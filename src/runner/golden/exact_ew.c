@@ -78,6 +78,15 @@ static void gelu_tanh_arg(mpfr_t u, const mpfr_t x, mpfr_prec_t p) {
     mpfr_clears(k, c, t, (mpfr_ptr)0);
 }
 
+/* gelu_backward's factor t = Phi(x) + x phi(x) (or the tanh form's) is
+ * never 0 exactly, and is negative for x < -1 (Phi(x) < phi(x)/|x|, the
+ * tanh form likewise); a zero here is both terms underflowed past MPFR's
+ * range (|x| above about 2^15), i.e. x far below 0: −0, so grad·t has
+ * the exact value's sign (gelu_backward(1, −DBL_MAX) = −0). */
+static void gelu_bw_underflow_sign(mpfr_t t) {
+    if (mpfr_zero_p(t)) mpfr_set_zero(t, -1);
+}
+
 static void real_eval(const ew_ctx *e, mpfr_prec_t p, mpfr_t o) {
     mpfr_t x, y, t, s;
     mpfr_inits2(p, x, y, t, s, (mpfr_ptr)0);
@@ -158,6 +167,7 @@ static void real_eval(const ew_ctx *e, mpfr_prec_t p, mpfr_t o) {
         mpfr_div(q, q, s, MPFR_RNDN);              /* phi(x) */
         mpfr_mul(q, q, y, MPFR_RNDN);
         mpfr_add(t, t, q, MPFR_RNDN);
+        gelu_bw_underflow_sign(t);
         mpfr_mul(o, t, x, MPFR_RNDN);
         mpfr_clear(q);
         break;
@@ -183,6 +193,7 @@ static void real_eval(const ew_ctx *e, mpfr_prec_t p, mpfr_t o) {
         mpfr_mul(q, q, y, MPFR_RNDN);
         mpfr_div_2ui(q, q, 1, MPFR_RNDN);
         mpfr_add(t, t, q, MPFR_RNDN);
+        gelu_bw_underflow_sign(t);
         mpfr_mul(o, t, x, MPFR_RNDN);
         mpfr_clears(k, c, u, q, (mpfr_ptr)0);
         break;
@@ -236,13 +247,23 @@ static void cx_div(cx *r, const cx *a, const cx *b, mpfr_prec_t p) {
     cx_clear(&bc);
 }
 
+/* o = big * f, where big is e^x, cosh x or sinh x of a finite x: when
+ * MPFR's exponent range (about 2^±2^30) overflowed it to ±inf, the exact
+ * value is still finite, so a zero factor gives a zero whose sign is the
+ * product's (e^max · sin(+0) = +0), not inf · 0 = NaN; any other factor
+ * gives ±inf, which is what the finite product rounds to in any dtype. */
+static void cx_mul_big(mpfr_t o, const mpfr_t big, const mpfr_t f) {
+    if (mpfr_inf_p(big) && mpfr_zero_p(f)) mpfr_set_zero(o, mpfr_signbit(big) != mpfr_signbit(f) ? -1 : 1);
+    else mpfr_mul(o, big, f, MPFR_RNDN);
+}
+
 static void cx_exp(cx *r, const cx *z, mpfr_prec_t p) {
     mpfr_t e, c, s;
     mpfr_inits2(p, e, c, s, (mpfr_ptr)0);
     mpfr_exp(e, z->re, MPFR_RNDN);
     mpfr_sin_cos(s, c, z->im, MPFR_RNDN);
-    mpfr_mul(r->re, e, c, MPFR_RNDN);
-    mpfr_mul(r->im, e, s, MPFR_RNDN);
+    cx_mul_big(r->re, e, c);
+    cx_mul_big(r->im, e, s);
     mpfr_clears(e, c, s, (mpfr_ptr)0);
 }
 
@@ -288,17 +309,21 @@ static void cx_sin_cos(cx *r, const cx *z, mpfr_prec_t p, bool is_cos) {
     mpfr_sin_cos(s, c, z->re, MPFR_RNDN);
     mpfr_sinh_cosh(sh, ch, z->im, MPFR_RNDN);
     if (is_cos) {
-        mpfr_mul(r->re, c, ch, MPFR_RNDN);
-        mpfr_mul(r->im, s, sh, MPFR_RNDN);
+        cx_mul_big(r->re, ch, c);
+        cx_mul_big(r->im, sh, s);
         mpfr_neg(r->im, r->im, MPFR_RNDN);
     } else {
-        mpfr_mul(r->re, s, ch, MPFR_RNDN);
-        mpfr_mul(r->im, c, sh, MPFR_RNDN);
+        cx_mul_big(r->re, ch, s);
+        cx_mul_big(r->im, sh, c);
     }
     mpfr_clears(s, c, sh, ch, (mpfr_ptr)0);
 }
 
-/* tanh(x + iy) = (sinh 2x + i sin 2y) / (cosh 2x + cos 2y) */
+/* tanh(x + iy) = (sinh 2x + i sin 2y) / (cosh 2x + cos 2y). Where cosh 2x
+ * overflows MPFR's range (|x| above about 2^28.5) the exact value is
+ * ±1 − O(e^-4|x|) + i·sin 2y·O(e^-2|x|): ±1 (the sign of x) and a zero
+ * with the sign of sin 2y, once rounded into any dtype (inf/inf would be
+ * NaN). */
 static void cx_tanh(cx *r, const cx *z, mpfr_prec_t p) {
     mpfr_t a, b, sh, ch, s, c, d;
     mpfr_inits2(p, a, b, sh, ch, s, c, d, (mpfr_ptr)0);
@@ -307,8 +332,13 @@ static void cx_tanh(cx *r, const cx *z, mpfr_prec_t p) {
     mpfr_sinh_cosh(sh, ch, a, MPFR_RNDN);
     mpfr_sin_cos(s, c, b, MPFR_RNDN);
     mpfr_add(d, ch, c, MPFR_RNDN);
-    mpfr_div(r->re, sh, d, MPFR_RNDN);
-    mpfr_div(r->im, s, d, MPFR_RNDN);
+    if (mpfr_inf_p(ch)) {
+        mpfr_set_si(r->re, mpfr_signbit(z->re) ? -1 : 1, MPFR_RNDN);
+        mpfr_set_zero(r->im, mpfr_signbit(s) ? -1 : 1);
+    } else {
+        mpfr_div(r->re, sh, d, MPFR_RNDN);
+        mpfr_div(r->im, s, d, MPFR_RNDN);
+    }
     mpfr_clears(a, b, sh, ch, s, c, d, (mpfr_ptr)0);
 }
 
@@ -362,13 +392,35 @@ static void complex_eval(const ew_ctx *e, mpfr_prec_t p, mpfr_t ore, mpfr_t oim)
     case EW_SIN: cx_sin_cos(&r, &z, p, false); break;
     case EW_COS: cx_sin_cos(&r, &z, p, true); break;
     case EW_TANH: cx_tanh(&r, &z, p); break;
-    case EW_SIGMOID:
-        mpfr_neg(z.re, z.re, MPFR_RNDN);
-        mpfr_neg(z.im, z.im, MPFR_RNDN);
-        cx_exp(&w, &z, p);
-        mpfr_add_ui(w.re, w.re, 1, MPFR_RNDN);
-        cx_recip(&r, &w, p);
+    case EW_SIGMOID: {
+        /* 1/(1 + e^-z). Where e^-x leaves MPFR's range the exact value
+         * is, once rounded into any dtype, e^z·(1 − e^z ...) = ±0 ± i0
+         * (x far below 0: the signs of cos y and sin y) or
+         * 1 − e^-z ... = 1 ± i0 (x far above 0: the sign of sin y); the
+         * formula would give NaN from inf·0 and inf/inf, or +0 for
+         * 0·(−sin y) + 0. */
+        mpfr_t ex;
+        mpfr_init2(ex, p);
+        mpfr_neg(ex, z.re, MPFR_RNDN);
+        mpfr_exp(ex, ex, MPFR_RNDN);
+        if (mpfr_inf_p(ex) || mpfr_zero_p(ex)) {
+            mpfr_t s, c;
+            mpfr_inits2(p, s, c, (mpfr_ptr)0);
+            mpfr_sin_cos(s, c, z.im, MPFR_RNDN);
+            if (mpfr_inf_p(ex)) mpfr_set_zero(r.re, mpfr_signbit(c) ? -1 : 1);
+            else mpfr_set_ui(r.re, 1, MPFR_RNDN);
+            mpfr_set_zero(r.im, mpfr_signbit(s) ? -1 : 1);
+            mpfr_clears(s, c, (mpfr_ptr)0);
+        } else {
+            mpfr_neg(z.re, z.re, MPFR_RNDN);
+            mpfr_neg(z.im, z.im, MPFR_RNDN);
+            cx_exp(&w, &z, p);
+            mpfr_add_ui(w.re, w.re, 1, MPFR_RNDN);
+            cx_recip(&r, &w, p);
+        }
+        mpfr_clear(ex);
         break;
+    }
     case EW_POW: cx_pow(&r, &z, e, p); break;
     case EW_ADD:
     case EW_SUB: {
