@@ -31,6 +31,9 @@ typedef struct kv_classify_in {
      * patterned like expected, for "ignores alpha". */
     const uint64_t *alt;
     const char *alt_what;
+    /* The input the output is (kv_case's out_alias, --out=@N: N + 1; 0
+     * when out is a tensor of its own or shares no element with it). */
+    int out_alias;
 } kv_classify_in;
 
 /* Writes the diagnosis ("rounds toward zero (3 of 64, every error toward

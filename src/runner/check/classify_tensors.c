@@ -96,6 +96,9 @@ int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_ten
                               .mismatched = mask, .ninputs = c->ninputs };
         memcpy(ci.sizes, expected->sizes, sizeof(int64_t) * (size_t)expected->ndim);
         memcpy(ci.layouts, c->layouts, sizeof ci.layouts);
+        /* A transposed alias is a partial overlap every path refuses; an
+         * interleaved one shares no element. */
+        if (!c->out_alias_t && !c->out_alias_i) ci.out_alias = c->out_alias;
         if (a != NULL) {
             ct_read_all(alt, a);
             ci.alt = a;
