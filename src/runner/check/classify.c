@@ -128,6 +128,12 @@ static bool p_alt(const kv_classify_in *in, cls_fmt f, int64_t k, void *u) {
     return in->got[k] == in->alt[k];
 }
 
+static bool p_within_working(const kv_classify_in *in, cls_fmt f, int64_t k, void *u) {
+    (void)f;
+    (void)u;
+    return in->within_working[k] != 0;
+}
+
 static bool p_int_wrap32(const kv_classify_in *in, cls_fmt f, int64_t k, void *u) {
     (void)f;
     (void)u;
@@ -319,5 +325,14 @@ int kv_classify(const kv_classify_in *in, char *buf, int cap) {
                         "double rounding (%" PRId64 " of %" PRId64
                         ", each 1 ulp off on an even value where the correctly rounded one is odd)",
                         m, n);
+    /* Last: "within the looser bound" also holds for many small errors of
+     * other causes, which the patterns above name more exactly. */
+    if (in->within_working != NULL && cls_all(in, f, p_within_working, NULL)) {
+        const char *dn = in->dtype == KV_BF16 ? "bf16" : in->dtype == KV_F16 ? "f16" : "its output dtype";
+        return snprintf(buf, (size_t)cap,
+                        "accumulates in %s, not f32 (%" PRId64 " of %" PRId64
+                        " past the bound of an f32 accumulator, every one within the bound of a sum kept in %s)",
+                        dn, m, n, dn);
+    }
     return 0;
 }
