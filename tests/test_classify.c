@@ -233,6 +233,64 @@ static void test_ignores_alpha(void **state) {
     expect_then_silence(&f, "ignores alpha", 3);
 }
 
+static void test_out_alias(void **state) {
+    (void)state;
+    fixture f;
+    fx_init(&f, KV_F16);
+    /* mm(a, b, out=a) written row by row: element (i, 0) reads row i of a
+     * before anything overwrote it, every later one reads a stored
+     * product. */
+    for (int k = 1; k < N; k++)
+        if (k % 8 != 0) fx_set(&f, k, f.e[k], f.e[k] ^ 0x0500u);
+    /* Out a tensor of its own: no aliasing to blame. */
+    assert_string_equal(fx_run(&f), "");
+    f.in.out_alias = 1;
+    assert_string_equal(fx_run(&f), "wrong only where out aliases input 0 (out=@0: the first element right, 56 of "
+                                    "the 63 after it wrong: the kernel reads input elements it has already "
+                                    "overwritten)");
+    /* Fewer than half of the rest wrong: a scattered bug, not aliasing. */
+    for (int k = 1; k < N; k++)
+        if (k % 8 > 3) fx_set(&f, k, f.e[k], f.e[k]);
+    assert_string_equal(fx_run(&f), "");
+    for (int k = 1; k < N; k++)
+        if (k % 8 != 0) fx_set(&f, k, f.e[k], f.e[k] ^ 0x0500u);
+    /* Out names no input of the case: no evidence either. */
+    f.in.out_alias = 3;
+    assert_string_equal(fx_run(&f), "");
+    f.in.out_alias = 2;
+    expect_then_silence(&f, "wrong only where out aliases input 1 (out=@1:", 0);
+}
+
+static void test_narrow_accumulator(void **state) {
+    (void)state;
+    fixture f;
+    fx_init(&f, KV_F16);
+    uint8_t within[N];
+    memset(within, 1, sizeof within);
+    /* Errors of several ulps both ways, as rounding every partial sum gives. */
+    fx_set(&f, 5, f.e[5], f.e[5] + 3);
+    fx_set(&f, 17, f.e[17], f.e[17] - 4);
+    fx_set(&f, 40, f.e[40], f.e[40] + 6);
+    /* No working-precision bound (an op without a wider accumulator). */
+    assert_string_equal(fx_run(&f), "");
+    f.in.within_working = within;
+    assert_string_equal(fx_run(&f), "accumulates in f16, not f32 (3 of 64 past the bound of an f32 accumulator, "
+                                    "every one within the bound of a sum kept in f16)");
+    /* A mismatch even an f16 accumulator could not make silences it. */
+    within[17] = 0;
+    assert_string_equal(fx_run(&f), "");
+    within[17] = 1;
+    f.in.dtype = KV_BF16;
+    assert_string_equal(fx_run(&f), "accumulates in bf16, not f32 (3 of 64 past the bound of an f32 accumulator, "
+                                    "every one within the bound of a sum kept in bf16)");
+    /* A more exact pattern wins: every error one ulp toward zero. */
+    f.in.dtype = KV_F16;
+    fx_init(&f, KV_F16);
+    f.in.within_working = within;
+    fx_set(&f, 5, f.e[5], f.e[5] - 1);
+    assert_string_equal(fx_run(&f), "rounds toward zero (1 of 64, every error toward zero)");
+}
+
 static void test_int_wraps(void **state) {
     (void)state;
     fixture f;
@@ -265,10 +323,10 @@ static void test_from_tensors(void **state) {
     assert_non_null(g);
     const kv_cmp_rule exact = { KV_CMP_BITWISE, 0, false, true };
     char buf[256];
-    assert_true(kv_classify_compare(&c, NULL, e, g, NULL, NULL, &exact, NULL, buf, (int)sizeof buf) > 0);
+    assert_true(kv_classify_compare(&c, NULL, e, g, NULL, NULL, &exact, NULL, NULL, buf, (int)sizeof buf) > 0);
     assert_string_equal(buf, "rounds toward zero (1 of 6, every error toward zero)");
     /* Equal tensors: nothing to say. */
-    assert_int_equal(kv_classify_compare(&c, NULL, e, e, NULL, NULL, &exact, NULL, buf, (int)sizeof buf), 0);
+    assert_int_equal(kv_classify_compare(&c, NULL, e, e, NULL, NULL, &exact, NULL, NULL, buf, (int)sizeof buf), 0);
     /* A subnormal input at the wrong element turns it into DAZ. */
     const float iv[6] = { 1.0f, 1.0f, 1.0f, 1.0f, 1e-40f, 1.0f };
     kv_tensor *x = kv_tensor_from_data(iv, sizes, 2, KV_F32);
@@ -278,11 +336,11 @@ static void test_from_tensors(void **state) {
     in.tensors[0] = x;
     gv[4] = 0.0f;
     kv_tensor *g2 = kv_tensor_from_data(gv, sizes, 2, KV_F32);
-    assert_true(kv_classify_compare(&c, &in, e, g2, NULL, NULL, &exact, NULL, buf, (int)sizeof buf) > 0);
+    assert_true(kv_classify_compare(&c, &in, e, g2, NULL, NULL, &exact, NULL, NULL, buf, (int)sizeof buf) > 0);
     assert_string_equal(buf, "treats subnormal inputs as zero (1 of 6, each fed by a subnormal input)");
     /* Complex outputs are not classified. */
     kv_tensor *z = kv_tensor_from_data(ev, (const int64_t[]){ 3 }, 1, KV_C64);
-    assert_int_equal(kv_classify_compare(&c, NULL, z, z, NULL, NULL, &exact, NULL, buf, (int)sizeof buf), 0);
+    assert_int_equal(kv_classify_compare(&c, NULL, z, z, NULL, NULL, &exact, NULL, NULL, buf, (int)sizeof buf), 0);
     kv_tensor_release(z);
     kv_tensor_release(x);
     kv_tensor_release(g2);
@@ -345,6 +403,8 @@ int main(void) {
         cmocka_unit_test(test_transposed),
         cmocka_unit_test(test_storage_offset),
         cmocka_unit_test(test_ignores_alpha),
+        cmocka_unit_test(test_out_alias),
+        cmocka_unit_test(test_narrow_accumulator),
         cmocka_unit_test(test_int_wraps),
         cmocka_unit_test(test_from_tensors),
         cmocka_unit_test(test_alpha_one),

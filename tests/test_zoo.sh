@@ -32,6 +32,8 @@ wrong_dtype|mul.Tensor(*|wrong dtype: compare: dtype differs
 alpha|add.Tensor(*|ignores alpha (
 alias_out|add.Tensor(*|shares storage with input 0, but the reference returns a new tensor
 race|mul.Tensor(*|kernel of zoo_race is not thread-safe: called from 3 threads at once
+alias_inplace|mm.out(*|wrong only where out aliases input
+narrow_acc|sum.dim_IntList(*|accumulates in f16, not f32 (
 ROWS
 }
 

@@ -239,6 +239,103 @@ static kv_status my_gelu(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return KV_OK;
 }
 
+/* prod.dim_int over one dim of f32 without a dtype: an f32 product in
+ * index order. Other dtypes or a dtype: the staged reference. */
+static kv_status my_prod(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_tensor *x = kv_arg_tensor(stack, 0);
+    int64_t dim = kv_arg_int(stack, 1);
+    const bool keepdim = kv_arg_bool(stack, 2);
+    if (x == NULL || x->dtype != KV_F32 || x->ndim < 1 || !kv_arg_is_none(stack, 3) || dim < -x->ndim ||
+        dim >= x->ndim)
+        return host->stage_reference(op, ks, stack);
+    if (dim < 0) dim += x->ndim;
+    int64_t osz[KV_MAX_DIMS];
+    int ond = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (d != dim) osz[ond++] = x->sizes[d];
+        else if (keepdim) osz[ond++] = 1;
+    kv_tensor *out = host->tensor_empty(osz, ond, KV_F32, (kv_device){ my_type, 0 });
+    if (out == NULL) return host->last_error();
+    const int64_t n = x->sizes[dim];
+    int64_t inner = 1, outer = 1;
+    for (int d = (int)dim + 1; d < x->ndim; d++) inner *= x->sizes[d];
+    for (int d = 0; d < (int)dim; d++) outer *= x->sizes[d];
+    float *y = out->storage->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            float acc = 1.0f;
+            for (int64_t j = 0; j < n; j++) acc *= at(x, (o * n + j) * inner + i);
+            y[o * inner + i] = acc;
+        }
+    host->stack_return_tensors(stack, &out, 1);
+    return KV_OK;
+}
+
+/* mm and bmm of f32: each output a dot product accumulated in f32 in k
+ * order, one rounding per product and per sum (where the compiler fuses
+ * them the bound, gamma_{K+1} * sum|a||b|, admits that too). Shape errors
+ * and other dtypes: the staged reference, which raises the reference's
+ * errors. */
+static kv_status matmul_f32(const kv_op *op, kv_keyset ks, kv_stack *stack, bool batched) {
+    const kv_tensor *a = kv_arg_tensor(stack, 0), *b = kv_arg_tensor(stack, 1);
+    const int nd = batched ? 3 : 2;
+    if (a == NULL || b == NULL || a->dtype != KV_F32 || b->dtype != KV_F32 || a->ndim != nd || b->ndim != nd ||
+        a->sizes[nd - 1] != b->sizes[nd - 2] || (batched && a->sizes[0] != b->sizes[0]))
+        return host->stage_reference(op, ks, stack);
+    const int64_t batch = batched ? a->sizes[0] : 1, m = a->sizes[nd - 2], kk = a->sizes[nd - 1],
+                  n = b->sizes[nd - 1];
+    int64_t osz[3] = { batch, m, n };
+    kv_tensor *out = host->tensor_empty(batched ? osz : osz + 1, nd, KV_F32, (kv_device){ my_type, 0 });
+    if (out == NULL) return host->last_error();
+    float *y = out->storage->data;
+    for (int64_t p = 0; p < batch; p++)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                float acc = 0.0f;
+                for (int64_t k = 0; k < kk; k++) {
+                    acc += at(a, (p * m + i) * kk + k) * at(b, (p * kk + k) * n + j);
+                }
+                y[(p * m + i) * n + j] = acc;
+            }
+    host->stack_return_tensors(stack, &out, 1);
+    return KV_OK;
+}
+
+static kv_status my_mm(const kv_op *op, kv_keyset ks, kv_stack *stack) { return matmul_f32(op, ks, stack, false); }
+static kv_status my_bmm(const kv_op *op, kv_keyset ks, kv_stack *stack) { return matmul_f32(op, ks, stack, true); }
+
+/* gelu_backward in f32 from the derivative of the formula: grad * (cdf +
+ * x * pdf), cdf = 0.5 (1 + erff(x / sqrt 2)), pdf = expf(-x^2 / 2) /
+ * sqrt(2 pi); with approximate=tanh the derivative of the tanh form:
+ * 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). Same
+ * shapes only (broadcasts: the staged reference). */
+static kv_status my_gelu_backward(const kv_op *op, kv_keyset ks, kv_stack *stack) {
+    const kv_tensor *g = kv_arg_tensor(stack, 0), *x = kv_arg_tensor(stack, 1);
+    const char *ap = kv_arg_str(stack, 2);
+    const bool tanh_form = ap != NULL && strcmp(ap, "tanh") == 0;
+    if (g == NULL || x == NULL || g->dtype != KV_F32 || x->dtype != KV_F32 || g->ndim != x->ndim ||
+        memcmp(g->sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim) != 0 || ap == NULL ||
+        (!tanh_form && strcmp(ap, "none") != 0))
+        return host->stage_reference(op, ks, stack);
+    kv_tensor *out = host->tensor_empty(x->sizes, x->ndim, KV_F32, (kv_device){ my_type, 0 });
+    if (out == NULL) return host->last_error();
+    float *y = out->storage->data;
+    for (int64_t i = 0; i < host->tensor_numel(x); i++) {
+        const float v = at(x, i), gr = at(g, i);
+        float d;
+        if (tanh_form) {
+            const float k = 0.7978845608f, c = 0.044715f;
+            const float t = tanhf(k * (v + c * v * v * v));
+            d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * k * (1.0f + 3.0f * c * v * v);
+        } else {
+            d = 0.5f * (1.0f + erff(v * 0.70710678f)) + v * expf(-0.5f * v * v) * 0.39894228f;
+        }
+        y[i] = gr * d;
+    }
+    host->stack_return_tensors(stack, &out, 1);
+    return KV_OK;
+}
+
 static kv_status reg(void *ctx, kv_device_type type) {
     (void)ctx;
     my_type = type;
@@ -249,6 +346,10 @@ static kv_status reg(void *ctx, kv_device_type type) {
     if (st == KV_OK) st = host->register_kernel("sum.dim_IntList", (kv_key)type, my_sum);
     if (st == KV_OK) st = host->register_kernel("mean.dim", (kv_key)type, my_mean);
     if (st == KV_OK) st = host->register_kernel("gelu", (kv_key)type, my_gelu);
+    if (st == KV_OK) st = host->register_kernel("prod.dim_int", (kv_key)type, my_prod);
+    if (st == KV_OK) st = host->register_kernel("mm", (kv_key)type, my_mm);
+    if (st == KV_OK) st = host->register_kernel("bmm", (kv_key)type, my_bmm);
+    if (st == KV_OK) st = host->register_kernel("gelu_backward", (kv_key)type, my_gelu_backward);
     /* Every other op runs the reference on staged copies, so the programs'
      * other steps run here too and the softmax steps see real logits. */
     if (st == KV_OK) host->register_fallback((kv_key)type, host->stage_reference);

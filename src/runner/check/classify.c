@@ -128,6 +128,12 @@ static bool p_alt(const kv_classify_in *in, cls_fmt f, int64_t k, void *u) {
     return in->got[k] == in->alt[k];
 }
 
+static bool p_within_working(const kv_classify_in *in, cls_fmt f, int64_t k, void *u) {
+    (void)f;
+    (void)u;
+    return in->within_working[k] != 0;
+}
+
 static bool p_int_wrap32(const kv_classify_in *in, cls_fmt f, int64_t k, void *u) {
     (void)f;
     (void)u;
@@ -222,6 +228,17 @@ static int64_t cls_shift(const kv_classify_in *in) {
     return 0;
 }
 
+/* Out is input N itself (--out=@N) and the first element written is right
+ * but at least half of those after it are wrong: a kernel that reads an
+ * input element after writing the output element stored over it. The
+ * first element cannot show it (nothing was overwritten yet); a kernel
+ * wrong for any other reason is wrong there too as often as elsewhere,
+ * so half of the rest keeps one stray error from reading as aliasing. */
+static bool cls_out_alias(const kv_classify_in *in, int64_t m) {
+    return in->out_alias > 0 && in->out_alias <= in->ninputs && in->numel >= 2 && !in->mismatched[0] &&
+           2 * m >= in->numel - 1;
+}
+
 /* ---- the diagnosis ---- */
 
 int kv_classify(const kv_classify_in *in, char *buf, int cap) {
@@ -257,6 +274,11 @@ int kv_classify(const kv_classify_in *in, char *buf, int cap) {
         return snprintf(buf, (size_t)cap,
                         "treats subnormal inputs as zero (%" PRId64 " of %" PRId64 ", each fed by a subnormal input)", m,
                         n);
+    if (cls_out_alias(in, m))
+        return snprintf(buf, (size_t)cap,
+                        "wrong only where out aliases input %d (out=@%d: the first element right, %" PRId64 " of the %" PRId64
+                        " after it wrong: the kernel reads input elements it has already overwritten)",
+                        in->out_alias - 1, in->out_alias - 1, m, n - 1);
     int64_t tail = 0;
     const int w = cls_tail_width(in, m, &tail);
     if (w > 0)
@@ -303,5 +325,14 @@ int kv_classify(const kv_classify_in *in, char *buf, int cap) {
                         "double rounding (%" PRId64 " of %" PRId64
                         ", each 1 ulp off on an even value where the correctly rounded one is odd)",
                         m, n);
+    /* Last: "within the looser bound" also holds for many small errors of
+     * other causes, which the patterns above name more exactly. */
+    if (in->within_working != NULL && cls_all(in, f, p_within_working, NULL)) {
+        const char *dn = in->dtype == KV_BF16 ? "bf16" : in->dtype == KV_F16 ? "f16" : "its output dtype";
+        return snprintf(buf, (size_t)cap,
+                        "accumulates in %s, not f32 (%" PRId64 " of %" PRId64
+                        " past the bound of an f32 accumulator, every one within the bound of a sum kept in %s)",
+                        dn, m, n, dn);
+    }
     return 0;
 }

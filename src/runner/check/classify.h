@@ -31,6 +31,13 @@ typedef struct kv_classify_in {
      * patterned like expected, for "ignores alpha". */
     const uint64_t *alt;
     const char *alt_what;
+    /* The input the output is (kv_case's out_alias, --out=@N: N + 1; 0
+     * when out is a tensor of its own or shares no element with it). */
+    int out_alias;
+    /* Optional (NULL when the op's bound has no wider accumulator), numel
+     * flags: the element is within the bound a sum accumulating in the
+     * output's own precision meets (kv_tol_bounds_working). */
+    const uint8_t *within_working;
 } kv_classify_in;
 
 /* Writes the diagnosis ("rounds toward zero (3 of 64, every error toward
@@ -47,11 +54,13 @@ int kv_classify(const kv_classify_in *in, char *buf, int cap);
  * `rule`, reads both row-major, flags the elements whose same-shape real
  * floating inputs in `in` (may be NULL) are subnormal, takes the layouts
  * from the case, and writes kv_classify's diagnosis. `alt` (may be NULL):
- * kv_classify_in's, as a host tensor of expected's dtype and shape. 0 and
+ * kv_classify_in's, as a host tensor of expected's dtype and shape.
+ * `working_bound` (may be NULL): kv_tol_bounds_working's, for
+ * within_working. 0 and
  * "" when there is none, or the dtype is complex or bool. */
 int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_tensor *expected, const kv_tensor *got,
                         const kv_tensor *alt, const char *alt_what, const kv_cmp_rule *rule, const double *bound,
-                        char *buf, int cap);
+                        const double *working_bound, char *buf, int cap);
 
 /* The reference's output `i` of the case on ref_in with its Scalar
  * argument "alpha" set to 1, for kv_classify_compare's alt; NULL (no

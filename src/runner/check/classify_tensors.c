@@ -76,7 +76,7 @@ static bool ct_input_subnormal(const kv_case_inputs *in, const kv_tensor *out, u
 
 int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_tensor *expected, const kv_tensor *got,
                         const kv_tensor *alt, const char *alt_what, const kv_cmp_rule *rule, const double *bound,
-                        char *buf, int cap) {
+                        const double *working_bound, char *buf, int cap) {
     if (cap > 0) buf[0] = '\0';
     const kv_dtype dt = expected->dtype;
     if (dt != got->dtype || !kv_same_shape(expected, got) || kv_dtype_is_complex(dt) || dt == KV_BOOL) return 0;
@@ -84,6 +84,7 @@ int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_ten
     if (n == 0 || kv_tensor_data(expected) == NULL || kv_tensor_data(got) == NULL) return 0;
     uint64_t *e = malloc(sizeof *e * (size_t)n), *g = malloc(sizeof *g * (size_t)n);
     uint8_t *mask = calloc((size_t)n, 1), *sub = calloc((size_t)n, 1);
+    uint8_t *wide = working_bound != NULL ? calloc((size_t)n, 1) : NULL;
     const bool use_alt = alt != NULL && alt->dtype == dt && kv_same_shape(alt, expected) && kv_tensor_data(alt) != NULL;
     uint64_t *a = use_alt ? malloc(sizeof *a * (size_t)n) : NULL;
     int len = 0;
@@ -96,10 +97,19 @@ int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_ten
                               .mismatched = mask, .ninputs = c->ninputs };
         memcpy(ci.sizes, expected->sizes, sizeof(int64_t) * (size_t)expected->ndim);
         memcpy(ci.layouts, c->layouts, sizeof ci.layouts);
+        /* A transposed alias is a partial overlap every path refuses; an
+         * interleaved one shares no element. */
+        if (!c->out_alias_t && !c->out_alias_i) ci.out_alias = c->out_alias;
         if (a != NULL) {
             ct_read_all(alt, a);
             ci.alt = a;
             ci.alt_what = alt_what;
+        }
+        /* Within the working-precision bound: not mismatched under it. */
+        kv_cmp_report wrep;
+        if (wide != NULL && kv_compare_mask(expected, got, rule, working_bound, &wrep, wide) == KV_OK) {
+            for (int64_t k = 0; k < n; k++) wide[k] = !wide[k];
+            ci.within_working = wide;
         }
         uint64_t *tmp = malloc(sizeof *tmp * (size_t)n);
         if (tmp != NULL && ct_input_subnormal(in, expected, tmp, sub)) ci.input_subnormal = sub;
@@ -111,6 +121,7 @@ int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_ten
     free(g);
     free(mask);
     free(sub);
+    free(wide);
     return len;
 }
 

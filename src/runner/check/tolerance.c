@@ -184,10 +184,12 @@ static const kv_tol_entry tol_table[] = {
     /* ---- reductions ---- */
     BOUND_OP("sum.dim_IntList", KV_BOUND_SUM, true,
              "a sum of n terms in any order is within gamma_{n-1}*sum|x| of the exact sum, plus the "
-             "truth's own rounding: gamma_{n+1}*sum|x|; fill=exact makes every partial sum exact "
+             "truth's own rounding: gamma_{n+1}*sum|x|; f16/bf16 accumulate in f32 and round once: "
+             "2u|e|/(1-u) + (1+2u)*gamma_n(u_f32)*sum|x|; fill=exact makes every partial sum exact "
              "(R*n <= 2^p, checked per case): bitwise"),
     BOUND_OP("mean.dim", KV_BOUND_MEAN, false,
-             "the sum's bound divided by n, plus the division's rounding and the truth's: gamma_{n+2}*sum|x|/n; under "
+             "the sum's bound divided by n, plus the division's rounding and the truth's: gamma_{n+2}*sum|x|/n (f16/bf16: "
+             "in f32, gamma_{n+1}(u_f32), then one rounding each: 2u|e|/(1-u)); under "
              "fill=exact a kernel may still divide before summing, so no bitwise shortcut"),
     EXACT("amax", "selects an element (NaN first wins): bitwise"),
     EXACT("argmax", "an index, ties to the first: bitwise"),
