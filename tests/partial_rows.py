@@ -12,13 +12,25 @@ Fails (exit 1, one line per reason) when:
     outside OPs (a row the plugin has no kernel for);
   - an op of OPs has no PASS row under NAME (the plugin's kernels never
     ran: a check that passes on an empty corpus proves nothing);
-  - there are no accel rows (the run never used the accel device).
+  - there are no accel rows (the run never used the accel device);
+  - a row says the harness could not build, place or read back a case's
+    tensors for want of an op on NAME's key ("cannot give it its lazy bits
+    / grad", "cannot place it", "cannot slice the batch" ... "no kernel for
+    key NAME"): inputs are built on the host and moved with the copy
+    operations, so a plugin without the default fallback needs no op it
+    did not register for them (docs/bringup.md). The one exception, a
+    written input that requires grad, says "non-leaf" instead.
 With --accel-only (a run of the device=accel cases with NAME as the accel
 target, which files nothing under NAME) only the first and last apply.
 Prints the counts it read, which the test's log shows."""
 import collections
 import json
+import re
 import sys
+
+# What the runner says when it cannot build or read back a case's tensors
+# (runner/exec/lazy_inputs.c, runner/check/check_lazy.c, check_program*.c).
+HARNESS = re.compile(r"cannot (give it its lazy bits / grad|place it|place the inputs|slice the batch)")
 
 
 def main(argv):
@@ -35,6 +47,7 @@ def main(argv):
     counts = collections.Counter()
     own = collections.Counter()
     accel = collections.Counter()
+    harness = collections.Counter()
     passed = set()
     problems = []
     with open(path, encoding="utf-8") as f:
@@ -48,6 +61,10 @@ def main(argv):
             counts[st] += 1
             if st in bad_status:
                 problems.append(f"{st} {r['case_id']} (check {r['check']}, backend {r['backend']}): {r['message']}")
+            if st != "PASS" and f"no kernel for key {name} " in r["message"] and HARNESS.search(r["message"]):
+                harness[st] += 1
+                problems.append(f"{st} {r['case_id']} (check {r['check']}): the harness needed an op on {name}'s key: "
+                                f"{r['message']}")
             if r["backend"] == "accel":
                 accel[st] += 1
             if r["backend"] != name:
@@ -71,7 +88,7 @@ def main(argv):
         return " ".join(f"{k} {v}" for k, v in sorted(c.items())) or "none"
 
     print(f"partial_rows: {name}: {sum(counts.values())} rows ({fmt(counts)}); under {name}: {fmt(own)}; "
-          f"accel: {fmt(accel)}; ops with a PASS under {name}: {','.join(sorted(passed)) or 'none'}")
+          f"accel: {fmt(accel)}; harness ops on {name}: {fmt(harness)}; ops with a PASS under {name}: {','.join(sorted(passed)) or 'none'}")
     for p in problems[:40]:
         print(f"partial_rows: {p}")
     if len(problems) > 40:

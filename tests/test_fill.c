@@ -407,6 +407,60 @@ static void test_grad_mutated_input_keeps_layout(void **state) {
     }
 }
 
+/* Off the host a leaf that requires grad under conj/neg is the input
+ * itself, carrying its bits (no op runs on the device to build it), and
+ * kv_lazy_leaf_grad maps its gradient back to the stored values: bit for
+ * bit the host's, whose leaf is the stored values under a recorded
+ * conj/_neg_view chain. Complex values and weights, so a map that
+ * dropped the conj or the negation shows. */
+static void test_grad_lazy_leaf_off_host(void **state) {
+    (void)state;
+    const kv_shape sh[2] = { { 2, { 3, 4 } }, { 2, { 3, 4 } } };
+    kv_case c = kv_test_case_of("mul.Tensor", KV_C64, 2, sh);
+    kv_case_inputs gold;
+    make(&c, true, &gold);
+    assert_int_equal(kv_accel_select_target("cpu"), KV_OK);
+    const unsigned bits[3] = { KV_CASE_LAZY_CONJ, KV_CASE_LAZY_NEG, KV_CASE_LAZY_CONJ | KV_CASE_LAZY_NEG };
+    const kv_device devs[2] = { KV_DEVICE_CPU0, { KV_DEVICE_ACCEL, 0 } };
+    for (int b = 0; b < 3; b++) {
+        kv_tensor *grads[2] = { NULL, NULL };
+        for (int d = 0; d < 2; d++) {
+            kv_tensor *leaf = NULL;
+            kv_tensor *in =
+                kv_lazy_input_build(gold.tensors[0], bits[b], KV_LAYOUT_CONTIGUOUS, devs[d], true, false, &leaf);
+            if (in == NULL) fail_msg("bits %u on device %d: %s", bits[b], d, kv_last_error_message());
+            assert_non_null(leaf);
+            /* On accel: the leaf itself, carrying the bits. */
+            assert_int_equal(kv_tensor_is_leaf(in), d == 1);
+            if (d == 1) {
+                assert_ptr_equal(in, leaf);
+                assert_int_equal(kv_keyset_has(in->keys, KV_KEY_CONJUGATE), (bits[b] & KV_CASE_LAZY_CONJ) != 0);
+                assert_int_equal(kv_keyset_has(in->keys, KV_KEY_NEGATIVE), (bits[b] & KV_CASE_LAZY_NEG) != 0);
+            }
+            kv_tensor *w = kv_layout_place(gold.tensors[1], KV_LAYOUT_CONTIGUOUS, devs[d]);
+            assert_non_null(w);
+            kv_tensor *y = kv_mul(in, w);
+            if (y == NULL) fail_msg("mul: %s", kv_last_error_message());
+            if (kv_backward(y, w) != KV_OK) fail_msg("backward: %s", kv_last_error_message());
+            assert_int_equal(kv_lazy_leaf_grad(leaf, &grads[d]), KV_OK);
+            assert_non_null(grads[d]);
+            assert_int_equal(grads[d]->device.type, KV_DEVICE_CPU);
+            kv_tensor_release(y);
+            kv_tensor_release(w);
+            kv_tensor_release(in);
+            kv_tensor_release(leaf);
+        }
+        const kv_cmp_rule strict = { KV_CMP_BITWISE, 0, false, true };
+        kv_cmp_report rep;
+        assert_int_equal(kv_compare(grads[0], grads[1], &strict, NULL, &rep), KV_OK);
+        assert_int_equal(rep.mismatched, 0);
+        kv_tensor_release(grads[0]);
+        kv_tensor_release(grads[1]);
+    }
+    assert_int_equal(kv_accel_select_target(NULL), KV_OK);
+    kv_case_inputs_free(&gold);
+}
+
 /* Under grad an in-place op's self in an overlapping layout (b, w) is a
  * non-leaf with the leaf's exact strides and values (an as_strided view
  * of a clone of its storage), so a write into it is refused as without
@@ -610,6 +664,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_layouts_same_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grad_mutated_input_keeps_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grad_mutated_input_keeps_overlap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grad_lazy_leaf_off_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_broadcast_golden_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_args_boxing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_cases_are_errors, setup, teardown),

@@ -379,8 +379,14 @@ static void fp_backward(const kv_case_inputs *in, kv_tensor *const *leaves, cons
     for (int i = 0; i < in->ntensors; i++) {
         const kv_tensor *l = fp_leaf(in, leaves, i);
         if (l == NULL) continue;
-        const kv_tensor *gr = kv_tensor_grad(l);
-        kv_status st = fp_snap_take(gr, NULL, true, &run->grad[i]);
+        kv_tensor *gr = NULL;
+        kv_status st = leaves[i] != NULL ? kv_lazy_leaf_grad(l, &gr) : KV_OK;
+        if (leaves[i] == NULL) {
+            gr = kv_tensor_grad(l);
+            kv_tensor_retain(gr);
+        }
+        if (st == KV_OK) st = fp_snap_take(gr, NULL, true, &run->grad[i]);
+        kv_tensor_release(gr);
         if (st != KV_OK) {
             run->bst = st;
             snprintf(run->bmessage, sizeof run->bmessage, "input %d: .grad: %s", i, kv_last_error_message());

@@ -105,16 +105,17 @@ kv_status kv_check_grad_compute(const kv_check_ctx *ctx, kv_device device, kv_gr
     for (int i = 0; i < c->ninputs && st == KV_OK; i++) {
         if (leaves[i] == NULL) continue;
         out->leaf[i] = true;
-        kv_tensor *g = kv_tensor_grad(leaves[i]);
+        kv_tensor *g = NULL;
+        if ((st = kv_lazy_leaf_grad(leaves[i], &g)) != KV_OK) break;
         if (g == NULL) continue;
-        if (g->device.type == KV_DEVICE_CPU) {
-            kv_tensor_retain(g);
-        } else {
+        if (g->device.type != KV_DEVICE_CPU) {
+            kv_tensor *d = g;
             /* On the host, so runs on different devices compare directly. */
             const kv_device cpu = KV_DEVICE_CPU0;
             kv_tls_keys ng = kv_no_grad_push();
-            g = kv__to_copy(g, NULL, NULL, &cpu, NULL, false, NULL);
+            g = kv__to_copy(d, NULL, NULL, &cpu, NULL, false, NULL);
             kv_grad_mode_pop(ng);
+            kv_tensor_release(d);
             if (g == NULL) st = kv_error_prefix(kv_last_error(), "cannot copy the gradient of input %d to the host", i);
         }
         out->grad[i] = g;

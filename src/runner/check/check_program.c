@@ -577,9 +577,17 @@ static void prog_free_run(const kv_check_ctx *ctx, const kv_program *p, const pr
         }
         for (int i = 0; st == KV_OK && i < p->ninputs; i++) {
             if (leaves.v[i] == NULL) continue;
-            const kv_tensor *g = kv_tensor_grad(leaves.v[i]);
+            kv_tensor *g = NULL;
+            if ((st = kv_lazy_leaf_grad(leaves.v[i], &g)) != KV_OK) {
+                run->status = st;
+                snprintf(run->message, sizeof run->message, "the .grad of %s: %s", p->value_names[i],
+                         kv_last_error_message());
+                break;
+            }
             if (g == NULL) continue;
-            if ((run->grads.v[i] = kv_backend_readable(g)) == NULL) {
+            run->grads.v[i] = kv_backend_readable(g);
+            kv_tensor_release(g);
+            if (run->grads.v[i] == NULL) {
                 run->status = st = kv_last_error();
                 snprintf(run->message, sizeof run->message, "the .grad of %s: cannot read it: %s", p->value_names[i],
                          kv_last_error_message());

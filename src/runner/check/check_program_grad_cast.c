@@ -192,10 +192,16 @@ static kv_status pc_run(const kv_check_ctx *ctx, const kv_program *p, const kv_p
     }
     kv_prog_values_free(&leaves_p);
     for (int i = 0; i < p->ninputs && st == KV_OK; i++) {
-        const kv_tensor *g = leaves.v[i] ? kv_tensor_grad(leaves.v[i]) : NULL;
+        kv_tensor *g = NULL;
+        if ((st = kv_lazy_leaf_grad(leaves.v[i], &g)) != KV_OK) {
+            snprintf(why, (size_t)cap, "the .grad of %.31s: %.400s", p->value_names[i], kv_last_error_message());
+            break;
+        }
         if (g == NULL) continue;
         /* Compared in f64: the truth's dtype. */
-        if ((grads->v[i] = pc_host_f64(g)) == NULL) {
+        grads->v[i] = pc_host_f64(g);
+        kv_tensor_release(g);
+        if (grads->v[i] == NULL) {
             st = kv_last_error();
             snprintf(why, (size_t)cap, "the .grad of %.31s: %.400s", p->value_names[i], kv_last_error_message());
         }

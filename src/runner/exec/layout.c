@@ -23,10 +23,12 @@ kv_tensor *kv_layout_place(const kv_tensor *logical, kv_layout layout, kv_device
         return NULL;
     }
     if (device.type == KV_DEVICE_ACCEL) return kv_layout_place_accel(logical, layout);
-    /* Memory the host must not touch (SIM, CUDA, accel on them): place it
-     * on the host, then move the whole storage, gaps included, with the
-     * backend's own copy (kv/backend.h). */
-    if (!kv_device_host_addressable(device.type)) {
+    /* Every device but the host's: place it on the host, then move the
+     * whole storage, gaps included, with the backend's own copy
+     * (kv/backend.h). Memory the host could address (a plugin's malloc)
+     * goes the same way, so the copy operations are all a backend is
+     * asked for to get its inputs (docs/bringup.md). */
+    if (device.type != KV_DEVICE_CPU) {
         kv_tensor *host = kv_layout_place(logical, layout, KV_DEVICE_CPU0);
         if (host == NULL) return NULL;
         kv_tensor *moved = kv_backend_copy_to_device(host, device);

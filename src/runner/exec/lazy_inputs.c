@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kv/autograd.h"
+#include "kv/backend.h"
 #include "kv/lazy.h"
 #include "kv/ops.h"
 #include "runner/check/check_util.h"
@@ -123,7 +124,26 @@ kv_tensor *kv_lazy_input_build(const kv_tensor *logical, unsigned bits, kv_layou
         placed->keys |= lazy;
         return placed;
     }
-    kv_status st = kv_tensor_set_requires_grad(placed, true);
+    kv_status st;
+    if (device.type != KV_DEVICE_CPU && bits && !mutated) {
+        /* Off the host the view chain below would need the target to run
+         * conj and _neg_view forward and backward, ops a partial backend
+         * need not have. The input is instead the leaf itself, its bits
+         * set as metadata like a detached lazy view's: the op sees the
+         * same values and bits, and kv_lazy_leaf_grad maps the gradient
+         * with respect to them back to the stored values on the host. */
+        placed->keys |= lazy;
+        if ((st = kv_tensor_set_requires_grad(placed, true)) != KV_OK) {
+            kv_tensor_release(placed);
+            return NULL;
+        }
+        if (leaf) {
+            kv_tensor_retain(placed);
+            *leaf = placed;
+        }
+        return placed;
+    }
+    st = kv_tensor_set_requires_grad(placed, true);
     kv_tensor *base = NULL;
     if (st == KV_OK) {
         if (mutated) {
@@ -207,7 +227,16 @@ kv_status kv_lazy_inputs_make(const kv_case *c, const kv_op *op, const kv_lazy_b
         kv_tensor *t = kv_lazy_input_build(out->tensors[i], c->lazy[i], c->layouts[i], b->device, rg, mutated,
                                            &leaves[i]);
         if (t == NULL) {
-            st = kv_error_prefix(kv_last_error(), "%s: input %d: cannot give it its lazy bits / grad", kv_op_name(op), i);
+            /* Only a written input that requires grad asks the device for
+             * ops (kv_lazy_input_build): the row says so. */
+            if (rg && mutated && b->device.type != KV_DEVICE_CPU)
+                st = kv_error_prefix(kv_last_error(),
+                                     "%s: input %d: cannot make the non-leaf an in-place op needs in place of a leaf "
+                                     "that requires grad (its history is recorded by ops on the device)",
+                                     kv_op_name(op), i);
+            else
+                st = kv_error_prefix(kv_last_error(), "%s: input %d: cannot give it its lazy bits / grad",
+                                     kv_op_name(op), i);
             kv_case_inputs_free(out);
             for (int j = 0; j <= i; j++) {
                 kv_tensor_release(leaves[j]);
@@ -217,5 +246,40 @@ kv_status kv_lazy_inputs_make(const kv_case *c, const kv_op *op, const kv_lazy_b
         }
         kv_case_inputs_replace(out, i, t);
     }
+    return KV_OK;
+}
+
+kv_status kv_lazy_leaf_grad(const kv_tensor *leaf, kv_tensor **out) {
+    *out = NULL;
+    kv_tensor *g = leaf ? kv_tensor_grad(leaf) : NULL;
+    if (g == NULL) return KV_OK;
+    const bool conj = kv_keyset_has(leaf->keys, KV_KEY_CONJUGATE), neg = kv_keyset_has(leaf->keys, KV_KEY_NEGATIVE);
+    if (!conj && !neg) {
+        kv_tensor_retain(g);
+        *out = g;
+        return KV_OK;
+    }
+    /* The leaf carries its bits (kv_lazy_input_build off the host): g is
+     * the gradient with respect to its logical values. The stored values
+     * are their conj and/or negation, so the gradient with respect to
+     * them is g through ConjBackward and NegViewBackward: conj(g) and -g,
+     * both exact, so it equals bitwise what the view chain gives. */
+    kv_tensor *h = kv_backend_copy_to_host(g);
+    kv_tls_keys ng = kv_no_grad_push();
+    if (h != NULL && conj) {
+        kv_tensor *c = kv_conj_physical(h);
+        kv_tensor_release(h);
+        h = c;
+    }
+    if (h != NULL && neg) {
+        kv_tensor *n = kv_neg(h);
+        kv_tensor_release(h);
+        h = n;
+    }
+    kv_grad_mode_pop(ng);
+    if (h == NULL)
+        return kv_error_prefix(kv_last_error(), "the gradient of a leaf with lazy bits: cannot map it to its "
+                                                "stored values on the host");
+    *out = h;
     return KV_OK;
 }

@@ -19,6 +19,19 @@
  * and gradients flow through them to the leaf. A mutated input (in-place
  * self) is a clone of its leaf, as autograd forbids writing to a leaf.
  *
+ * Off the host (a backend or the accel device's target) every input is
+ * built on the host, reference kernels only, and its storage moved whole
+ * with the backend's copy operations; layout, bits and requires_grad are
+ * then set as metadata, so the target runs no op to get its inputs. The
+ * exception is grad history, which only ops on the target can record: a
+ * leaf that requires grad under lazy bits is there the input itself,
+ * carrying its bits (as a detached lazy view is in PyTorch), and its
+ * gradient is mapped back to the stored values on the host
+ * (kv_lazy_leaf_grad); only a mutated input that requires grad, a
+ * non-leaf by necessity, still has its history made on the target
+ * (copy_, or as_strided and clone, then conj and _neg_view), which a
+ * plugin without those ops (no kernel, no fallback) gets UNSUPPORTED.
+ *
  * vmap. Each input becomes a physical tensor of KV_CASE_VMAP_BATCH
  * samples stacked along a new dim 0: sample b is the input of the case
  * with seed+b, so the samples differ and a rule that mixed them up would
@@ -64,5 +77,12 @@ kv_status kv_lazy_inputs_make(const kv_case *c, const kv_op *op, const kv_lazy_b
  * the input is a view chain of it (a clone first when `mutated`). */
 kv_tensor *kv_lazy_input_build(const kv_tensor *logical, unsigned bits, kv_layout layout, kv_device device,
                                bool requires_grad, bool mutated, kv_tensor **leaf);
+
+/* The gradient that reached `leaf` (from kv_lazy_input_build) with
+ * respect to the values it stores: *out a new reference (NULL when the
+ * leaf has no gradient). A leaf off the host may carry the input's lazy
+ * bits; its gradient is then mapped on the host (a host tensor). Every
+ * other leaf's is its .grad itself, where it lies. */
+kv_status kv_lazy_leaf_grad(const kv_tensor *leaf, kv_tensor **out);
 
 #endif
