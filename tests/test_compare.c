@@ -383,16 +383,21 @@ static void test_table_covers_every_op(void **state) {
     }
 }
 
-/* Per-backend overrides (runner/tol_backend.h): each has a reason, names a
- * known op, and widens only a BOUND row of the table (never an exact one). */
+/* Per-backend overrides (runner/tol_backend.h): oneDNN's shipped file
+ * (kernels/onednn/tolerances.txt) reads, each row has a reason and widens
+ * only BOUND rows of the table (never an exact one). */
 static void test_backend_overrides(void **state) {
     (void)state;
     assert_int_equal(kv_init(), KV_OK);
+    kv_tol_override_truncate(0);
+    const char *const onednn[] = { "onednn" };
+    assert_int_equal(kv_tol_file_load("kernels/onednn/tolerances.txt", onednn, 1), KV_OK);
+    assert_true(kv_tol_override_count() > 0);
     for (int i = 0; i < kv_tol_override_count(); i++) {
         const kv_tol_override *o = kv_tol_override_at(i);
-        assert_non_null(o->reason);
         assert_true(strlen(o->reason) > 10);
         assert_true(o->abs_slack > 0.0);
+        assert_non_null(strstr(o->source, "tolerances.txt:"));
         if (kv_op_find(o->op) == NULL) fail_msg("override for unknown op %s", o->op);
         for (int dt = 0; dt < KV_DTYPE_COUNT; dt++) {
             if (!(o->dtypes & (1u << dt))) continue;
@@ -401,11 +406,60 @@ static void test_backend_overrides(void **state) {
                 fail_msg("override %s/%s widens a %s rule that is not a bound", o->backend, o->op,
                          kv_dtype_name((kv_dtype)dt));
         }
-        assert_ptr_equal(kv_tol_override_lookup(o->backend, o->op, (kv_dtype)__builtin_ctz(o->dtypes)), o);
+        assert_int_equal(kv_tol_override_find(o->backend, o->op, "variants:onednn",
+                                              (kv_dtype)__builtin_ctz(o->dtypes)),
+                         i);
     }
-    assert_null(kv_tol_override_lookup(NULL, "mm", KV_BF16));
-    assert_null(kv_tol_override_lookup("onednn", "mm", KV_F64));
-    assert_null(kv_tol_override_lookup("no-such-backend", "mm", KV_BF16));
+    assert_int_equal(kv_tol_override_find(NULL, "mm", "variants:onednn", KV_BF16), -1);
+    assert_int_equal(kv_tol_override_find("onednn", "mm", "variants:onednn", KV_F64), -1);
+    assert_int_equal(kv_tol_override_find("onednn", "mm", "golden", KV_BF16), -1);
+    assert_int_equal(kv_tol_override_find("no-such-backend", "mm", "variants:onednn", KV_BF16), -1);
+    kv_tol_override_truncate(0);
+}
+
+/* A tolerances file's grammar: globs and dtype lists match, and every
+ * malformed line is an error naming FILE:LINE that adds nothing. */
+static void test_tolerances_file(void **state) {
+    (void)state;
+    assert_int_equal(kv_init(), KV_OK);
+    kv_tol_override_truncate(0);
+    const char *const be[] = { "sim", "zoo" };
+    assert_int_equal(kv_tol_file_parse("# c\n\n  mul.*  f32,bf16 variants* zoo abs+0.5  a reason  \n", "t", be, 2),
+                     KV_OK);
+    assert_int_equal(kv_tol_override_count(), 1);
+    const kv_tol_override *o = kv_tol_override_at(0);
+    assert_string_equal(o->reason, "a reason");
+    assert_string_equal(o->source, "t:3");
+    assert_true(o->abs_slack == 0.5);
+    assert_int_equal(kv_tol_override_find("zoo", "mul.Tensor", "variants:zoo", KV_BF16), 0);
+    assert_int_equal(kv_tol_override_find("zoo", "mul.Tensor", "variants:zoo", KV_F16), -1);
+    assert_int_equal(kv_tol_override_find("sim", "mul.Tensor", "variants:sim", KV_F32), -1);
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        { "mm bf16 variants* nope abs+1 r\n", "t:1: unknown backend 'nope' (the loaded plugins: sim, zoo)" },
+        { "\nmm bf16 variants* sim rel+1 r\n", "t:2: bad rule 'rel+1'" },
+        { "mm bf16 variants* sim abs+-1 r\n", "t:1: bad rule" },
+        { "mm bf16 variants* sim abs+inf r\n", "t:1: bad rule" },
+        { "mm bf16 variants* sim abs+0x1p-126\n", "t:1: no reason" },
+        { "mm bf16 variants* sim abs+0x1p-126   \n", "t:1: no reason" },
+        { "mm bq16 variants* sim abs+1 r\n", "t:1: unknown dtype 'bq16'" },
+        { "mmm bf16 variants* sim abs+1 r\n", "t:1: OP_GLOB 'mmm' matches no op" },
+        { "mm bf16\n", "t:1: no CHECK_GLOB" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(kv_tol_file_parse(bad[i].text, "t", be, 2), KV_ERR_INVALID_ARG);
+        if (strstr(kv_last_error_message(), bad[i].want) == NULL)
+            fail_msg("%s: got '%s', want '%s'", bad[i].text, kv_last_error_message(), bad[i].want);
+        assert_int_equal(kv_tol_override_count(), 1);
+    }
+    /* A bad line after good ones: the file adds nothing. */
+    assert_int_equal(kv_tol_file_parse("mm bf16 * sim abs+1 r\nmm bf16 * sim abs+1\n", "t", be, 2),
+                     KV_ERR_INVALID_ARG);
+    assert_int_equal(kv_tol_override_count(), 1);
+    assert_int_equal(kv_tol_file_load("/nonexistent/tol.txt", be, 2), KV_ERR_INVALID_ARG);
+    assert_int_equal(kv_tol_file_load("tests", be, 2), KV_ERR_INVALID_ARG);
+    kv_tol_override_truncate(0);
 }
 
 static kv_case mk_case(const char *op, kv_dtype dt) {
@@ -636,6 +690,7 @@ int main(void) {
         cmocka_unit_test(test_unit_roundoff_and_gamma),
         cmocka_unit_test(test_table_covers_every_op),
         cmocka_unit_test(test_backend_overrides),
+        cmocka_unit_test(test_tolerances_file),
         cmocka_unit_test(test_table_rules),
         cmocka_unit_test(test_rule_scale_grad_by_freq),
         cmocka_unit_test(test_bound_mm),

@@ -9,6 +9,7 @@
 #   PREFIX/lib/libkv.a, libkv.so         the library, static and shared
 #   PREFIX/lib/kvsuite/backends/*.so     the plugins `ninja` built; an
 #                                        installed kvrun loads them by default
+#   PREFIX/lib/kvsuite/backends/*.tolerances  their tolerance overrides
 #   PREFIX/lib/pkgconfig/kvsuite.pc      pkg-config for plugins (the recipe
 #                                        of docs/bringup.md)
 #   PREFIX/lib/pkgconfig/libkv.pc        pkg-config for programs using libkv
@@ -50,6 +51,11 @@ install -m 644 build/libkv.a "$root/lib/"
 install -m 755 build/libkv.so "$root/lib/"
 for so in build/backends/*.so; do
     [ -e "$so" ] && install -m 755 "$so" "$root/lib/kvsuite/backends/"
+done
+# A plugin's tolerance overrides, PLUGIN.tolerances beside PLUGIN.so,
+# where kvrun looks for them when it loads the plugin.
+for tol in build/backends/*.tolerances; do
+    [ -e "$tol" ] && install -m 644 "$tol" "$root/lib/kvsuite/backends/"
 done
 install -m 644 build/kvrun.1 "$root/share/man/man1/"
 rm -rf "$root/share/kvsuite/cases" "$root/share/kvsuite/golden" "$root/share/doc/kvsuite/docs"

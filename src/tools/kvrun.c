@@ -18,6 +18,7 @@
 
 #include "kv/op_ids.h"
 #include "runner/runner.h"
+#include "runner/check/tol_backend.h"
 #include "runner/case/suggest.h"
 #include "runner/report/compare_runs.h"
 
@@ -183,6 +184,7 @@ static const kv_flag kv_flags[] = {
     { "filter-out", KV_FLAG_VALUE, true }, { "last-failed", KV_FLAG_BOOL, false },
     { "failed-first", KV_FLAG_BOOL, false },
     { "require-support", KV_FLAG_BOOL, false },
+    { "tolerances", KV_FLAG_VALUE, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -232,6 +234,7 @@ typedef struct kv_cli {
     kv_perf_options perf_o;
     int seen[KV_NFLAGS];
     bool case_options;
+    const char *tolerances;      /* --tolerances=FILE */
 } kv_cli;
 
 static int kv_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -417,6 +420,8 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->o.dump_dir = v;
     } else if (strcmp(n, "baseline") == 0) {
         c->o.baseline_path = v;
+    } else if (strcmp(n, "tolerances") == 0) {
+        c->tolerances = v;
     } else if (strcmp(n, "merge") == 0) {
         c->merge = true;
     } else if (strcmp(n, "compare") == 0 || strcmp(n, "require-identical") == 0 || strcmp(n, "perf-threshold") == 0) {
@@ -624,6 +629,15 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
     }
     load_backends(c->backends, c->nbackends);
     if (kv_driver_accel_target_check() != KV_OK) {
+        fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
+        kv_path_list_free(&files);
+        return 2;
+    }
+    /* --tolerances first, then each plugin's own file: the first match
+     * wins, so a user's row replaces what a plugin ships. Both before any
+     * case runs (the workers fork with the table). */
+    if ((c->tolerances != NULL && kv_tol_file_load_user(c->tolerances) != KV_OK) ||
+        kv_tol_file_load_plugins() != KV_OK) {
         fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
         kv_path_list_free(&files);
         return 2;

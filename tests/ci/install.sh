@@ -19,7 +19,7 @@ expect 0 "install: kvsuite" "ninja install's script installs into PREFIX" -- \
     env PREFIX="$P" DESTDIR= sh src/tools/install.sh
 for f in bin/kvrun bin/kvgen lib/libkv.a lib/libkv.so include/kvsuite/kv/backend.h include/kvsuite/kv/ops.h \
     lib/pkgconfig/kvsuite.pc lib/pkgconfig/libkv.pc share/man/man1/kvrun.1 share/kvsuite/golden/MANIFEST \
-    lib/kvsuite/backends/libkv_sim.so share/doc/kvsuite/README.md; do
+    lib/kvsuite/backends/libkv_sim.so lib/kvsuite/backends/libkv_onednn.tolerances share/doc/kvsuite/README.md; do
     [ -e "$P/$f" ] && ok "installed $f" || bad "$f not installed"
 done
 grep -q "$SRC" "$P/lib/pkgconfig/kvsuite.pc" && bad "kvsuite.pc names the source tree" || ok "kvsuite.pc names no source path"

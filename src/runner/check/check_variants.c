@@ -47,13 +47,15 @@ static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, k
         kv_check_result_set(r, KV_RESULT_ERROR, "output %d: %s", i, kv_last_error_message());
         return false;
     }
-    const kv_tol_override *ov =
-        rule.kind == KV_CMP_BOUND ? kv_tol_override_lookup(variants_backend_name(key), ctx->c->op, expected->dtype)
-                                  : NULL;
+    const int ovi = rule.kind == KV_CMP_BOUND
+                        ? kv_tol_override_find(variants_backend_name(key), ctx->c->op, r->check, expected->dtype)
+                        : -1;
+    const kv_tol_override *ov = kv_tol_override_at(ovi);
     if (ov != NULL) {
         const int64_t n = kv_tensor_numel(expected);
         for (int64_t k = 0; k < n; k++) bounds[k] += ov->abs_slack;
         *used = ov;
+        r->tol_override = ovi + 1;
     }
     kv_cmp_report rep;
     const kv_status st = kv_compare(expected, got, &rule, bounds, &rep);
@@ -95,7 +97,8 @@ static bool variants_compare(const kv_check_ctx *ctx, const kv_check_ref *ref, k
         kv_check_result_set(r, KV_RESULT_FAIL, "%s [%s: %s]", text, rs, entry ? entry->reason : "no table row: bitwise");
     free(bounds);
     if (ov != NULL)
-        kv_check_result_append(r, " [override %s/%s: +%g absolute: %s]", ov->backend, ov->op, ov->abs_slack, ov->reason);
+        kv_check_result_append(r, " [override %s (%s %s): %s: %s]", ov->source, ov->backend, ov->op, ov->rule,
+                               ov->reason);
     kv_cmp_report_to_result(&rep, r);
     return false;
 }
@@ -132,8 +135,8 @@ static void variants_backend(const kv_check_ctx *ctx, kv_key key, const char *va
             kv_check_result_set(&r, KV_RESULT_PASS, "%lld elements agree, metadata as the reference's",
                                 (long long)compared);
             if (used != NULL)
-                kv_check_result_append(&r, " (with override %s/%s: +%g absolute: %s)", used->backend, used->op,
-                                       used->abs_slack, used->reason);
+                kv_check_result_append(&r, " (with override %s (%s %s): %s: %s)", used->source, used->backend,
+                                       used->op, used->rule, used->reason);
         }
         r.compared = compared > r.compared ? compared : r.compared;
         /* --dump: the failing kernel's own outputs next to the reference's. */

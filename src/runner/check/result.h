@@ -111,6 +111,10 @@ typedef struct kv_check_result {
      * variants, accuracy); nouts 0 in every other row. */
     int nouts;
     kv_output_facts outs[KV_RESULT_MAX_OUTPUTS];
+    /* 1 + the index of the per-backend tolerance override that widened
+     * this row's bound (runner/check/tol_backend.h), 0 for none: what
+     * meta.json's count of each override's uses adds up. */
+    int tol_override;
 } kv_check_result;
 
 /* Appends to r's message (printf-style), cut at its end. */

@@ -1,44 +1,36 @@
-/* The per-backend tolerance overrides (runner/tol_backend.h): one row per
- * backend x op x output dtypes, each with its reason. */
+/* The per-backend tolerance overrides of this run (runner/tol_backend.h):
+ * the rows the tolerances files gave, first match wins. */
 #include "runner/check/tol_backend.h"
 
+#include <fnmatch.h>
 #include <string.h>
 
-#define D(dt) (1u << (dt))
+static kv_tol_override tol_rows[KV_TOL_OVERRIDE_MAX];
+static int tol_n;
 
-/* oneDNN 2.6 (kernels/onednn) converts its f32 accumulators to bf16 with
- * VCVTNEPS2BF16 (AVX512-BF16), which flushes a subnormal result to zero:
- * matmul and reduction outputs below 2^-126 come out as 0 (observed: a
- * bf16 matmul whose exact result is 1.5 * 2^-129, and a sum of 2^-131,
- * both give 0). The table's bounds allow only gamma * 2^-126 of underflow
- * slack, a few hundredths of a subnormal's range, so the flush needs one
- * smallest normal more. Bitwise and ulp rows (bf16 add, exp, ...) are not
- * widened: the plugin leaves those ops unsupported in bf16. */
-#define R_ONEDNN_BF16_FTZ                                                                          \
-    "oneDNN 2.6 stores bf16 results through VCVTNEPS2BF16, which flushes subnormal results to "    \
-    "zero: an output below 2^-126 may read 0, an absolute error under one smallest normal (2^-126)"
+int kv_tol_override_count(void) { return tol_n; }
 
-static const kv_tol_override tol_overrides[] = {
-    { "onednn", "mm", D(KV_BF16), 0x1p-126, R_ONEDNN_BF16_FTZ },
-    { "onednn", "bmm", D(KV_BF16), 0x1p-126, R_ONEDNN_BF16_FTZ },
-    { "onednn", "addmm", D(KV_BF16), 0x1p-126, R_ONEDNN_BF16_FTZ },
-    { "onednn", "sum.dim_IntList", D(KV_BF16), 0x1p-126, R_ONEDNN_BF16_FTZ },
-    { "onednn", "mean.dim", D(KV_BF16), 0x1p-126, R_ONEDNN_BF16_FTZ },
-    { "onednn", "prod.dim_int", D(KV_BF16), 0x1p-126, R_ONEDNN_BF16_FTZ },
-    { "onednn", "native_layer_norm", D(KV_BF16), 0x1p-126, R_ONEDNN_BF16_FTZ },
-};
+const kv_tol_override *kv_tol_override_at(int i) { return i >= 0 && i < tol_n ? &tol_rows[i] : NULL; }
 
-#define OVERRIDE_N ((int)(sizeof tol_overrides / sizeof tol_overrides[0]))
+kv_status kv_tol_override_add(const kv_tol_override *o) {
+    if (tol_n == KV_TOL_OVERRIDE_MAX)
+        return kv_error(KV_ERR_INVALID_ARG, "%s: more than %d tolerance overrides in one run", o->source,
+                        KV_TOL_OVERRIDE_MAX);
+    tol_rows[tol_n++] = *o;
+    return KV_OK;
+}
 
-int kv_tol_override_count(void) { return OVERRIDE_N; }
+void kv_tol_override_truncate(int n) {
+    if (n >= 0 && n < tol_n) tol_n = n;
+}
 
-const kv_tol_override *kv_tol_override_at(int i) { return i >= 0 && i < OVERRIDE_N ? &tol_overrides[i] : NULL; }
-
-const kv_tol_override *kv_tol_override_lookup(const char *backend, const char *op, kv_dtype out) {
-    if (backend == NULL || op == NULL) return NULL;
-    for (int i = 0; i < OVERRIDE_N; i++) {
-        const kv_tol_override *o = &tol_overrides[i];
-        if (strcmp(o->backend, backend) == 0 && strcmp(o->op, op) == 0 && (o->dtypes & D(out))) return o;
+int kv_tol_override_find(const char *backend, const char *op, const char *check, kv_dtype out) {
+    if (backend == NULL || op == NULL || check == NULL) return -1;
+    for (int i = 0; i < tol_n; i++) {
+        const kv_tol_override *o = &tol_rows[i];
+        if (strcmp(o->backend, backend) == 0 && (o->dtypes & (1u << out)) && fnmatch(o->op, op, 0) == 0 &&
+            fnmatch(o->check, check, 0) == 0)
+            return i;
     }
-    return NULL;
+    return -1;
 }

@@ -3,6 +3,7 @@
 #include "runner/report/merge.h"
 
 #include "runner/golden/hash.h"
+#include "runner/check/tol_backend.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -180,7 +181,7 @@ static int parse_object(const json_t *o, kv_check_result *r, char *why, int whyc
                                         "status",  "message",  "repro",       "seconds",  "compared",
                                         "mismatched", "max_abs_err", "max_ulps", "mismatches",
                                         "fast_calls", "manual_calls", "slow_calls", "output",
-                                        "outs", "ulp_max", "ulp_hist" };
+                                        "outs", "ulp_max", "ulp_hist", "tol_override" };
     if (!json_is_object(o)) return fail(why, whycap, "expected a JSON object, got %s", type_name(o));
     if (only_keys(o, keys, (int)(sizeof keys / sizeof keys[0]), "", why, whycap) != 0) return -1;
     memset(r, 0, sizeof *r);
@@ -195,13 +196,16 @@ static int parse_object(const json_t *o, kv_check_result *r, char *why, int whyc
     if (get_string(o, "status", name, sizeof name, why, whycap) != 0) return -1;
     if (kv_result_status_parse(name, &r->status) != 0)
         return fail(why, whycap, "\"status\": unknown status \"%s\"", name);
+    /* Left out by the writer (report_jsonl.c): "repro" on PASS, SKIP and
+     * UNSUPPORTED rows, the difference fields on rows without one. */
+    if ((json_object_get(o, "repro") && get_string(o, "repro", r->repro, sizeof r->repro, why, whycap) != 0) ||
+        (json_object_get(o, "mismatched") && get_int(o, "mismatched", &r->mismatched, why, whycap) != 0) ||
+        (json_object_get(o, "max_abs_err") && get_real(o, "max_abs_err", &r->max_abs_err, why, whycap) != 0) ||
+        (json_object_get(o, "max_ulps") && get_real(o, "max_ulps", &r->max_ulps, why, whycap) != 0))
+        return -1;
     if (get_string(o, "message", r->message, sizeof r->message, why, whycap) != 0 ||
-        get_string(o, "repro", r->repro, sizeof r->repro, why, whycap) != 0 ||
         get_real(o, "seconds", &r->seconds, why, whycap) != 0 ||
-        get_int(o, "compared", &r->compared, why, whycap) != 0 ||
-        get_int(o, "mismatched", &r->mismatched, why, whycap) != 0 ||
-        get_real(o, "max_abs_err", &r->max_abs_err, why, whycap) != 0 ||
-        get_real(o, "max_ulps", &r->max_ulps, why, whycap) != 0)
+        get_int(o, "compared", &r->compared, why, whycap) != 0)
         return -1;
     if (json_object_get(o, "output") && get_string(o, "output", r->output, sizeof r->output, why, whycap) != 0)
         return -1;
@@ -210,6 +214,14 @@ static int parse_object(const json_t *o, kv_check_result *r, char *why, int whyc
         (json_object_get(o, "manual_calls") && get_int(o, "manual_calls", &r->manual_calls, why, whycap) != 0) ||
         (json_object_get(o, "slow_calls") && get_int(o, "slow_calls", &r->slow_calls, why, whycap) != 0))
         return -1;
+    if (json_object_get(o, "tol_override")) {
+        /* Counted when this process loaded the same file (a run reading
+         * its own rows back); a merge of other runs' rows does not. */
+        char src[sizeof ((kv_tol_override *)0)->source];
+        if (get_string(o, "tol_override", src, sizeof src, why, whycap) != 0) return -1;
+        for (int i = 0; i < kv_tol_override_count(); i++)
+            if (strcmp(kv_tol_override_at(i)->source, src) == 0) r->tol_override = i + 1;
+    }
     if (json_object_get(o, "outs") && parse_outs(json_object_get(o, "outs"), r, why, whycap) != 0) return -1;
     if (json_object_get(o, "ulp_hist") != NULL) {
         if (parse_ulp_hist(json_object_get(o, "ulp_hist"), r, why, whycap) != 0 ||
@@ -217,7 +229,7 @@ static int parse_object(const json_t *o, kv_check_result *r, char *why, int whyc
             return -1;
     }
     const json_t *arr = json_object_get(o, "mismatches");
-    if (arr == NULL) return fail(why, whycap, "missing key \"mismatches\"");
+    if (arr == NULL) return 0;
     if (!json_is_array(arr)) return fail(why, whycap, "\"mismatches\": expected an array, got %s", type_name(arr));
     size_t nm = json_array_size(arr);
     if (nm > KV_RESULT_MAX_MISMATCHES)

@@ -216,6 +216,7 @@ kv_status kv_report_agg_add(kv_report_agg *a, const kv_check_result *r) {
         agg_dec_add(&f->abs, r->max_abs_err);
     }
     kv_report_hits_add(a->hits, r);
+    if (r->tol_override > 0 && r->tol_override <= KV_TOL_OVERRIDE_MAX) a->tol_uses[r->tol_override - 1]++;
     agg_output(a, r);
     if (s == KV_RESULT_SKIP && strncmp(r->message, "live reference:", 15) == 0 && a->live++ == 0)
         snprintf(a->first_live, sizeof a->first_live, "%s", r->case_id);

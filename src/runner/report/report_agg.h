@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "runner/check/tol_backend.h"
 #include "runner/report/report.h"
 
 /* Decades of |error| a double can have: 1e-324 .. 1e308. */
@@ -88,6 +89,10 @@ typedef struct kv_report_agg {
     /* SKIP rows "live reference: ...": how many, and the first case. */
     int64_t live;
     char first_live[KV_CASE_ID_MAX];
+    /* Rows each per-backend tolerance override widened (kv_check_result.
+     * tol_override), by override index: meta.json's counts. Rows read back
+     * from a results.jsonl (--resume, --merge) do not say. */
+    int64_t tol_uses[KV_TOL_OVERRIDE_MAX];
 } kv_report_agg;
 
 void kv_report_agg_init(kv_report_agg *a);

@@ -70,6 +70,26 @@ void kv_report_put_problem(FILE *out, const kv_check_result *r) {
     }
 }
 
+/* The tolerance overrides files of the run, one line each, with how many
+ * rows their overrides widened (meta.json lists every override). */
+static void put_tolerances(FILE *out, const kv_report_agg *a) {
+    for (int i = 0; i < kv_tol_override_count();) {
+        const char *src = kv_tol_override_at(i)->source;
+        const char *colon = strrchr(src, ':');
+        const int flen = colon ? (int)(colon - src) : (int)strlen(src);
+        int64_t rows = 0;
+        int n = 0;
+        for (; i < kv_tol_override_count() && strncmp(kv_tol_override_at(i)->source, src, (size_t)flen) == 0 &&
+               kv_tol_override_at(i)->source[flen] == ':';
+             i++, n++)
+            rows += a->tol_uses[i];
+        fputs("== tolerance overrides: ", out);
+        fprintf(out, "%.*s: %d override%s, %lld row%s widened (meta.json lists them)\n", flen, src, n,
+                n == 1 ? "" : "s", (long long)rows, rows == 1 ? "" : "s");
+        if (n == 0) i++;
+    }
+}
+
 static void put_header(FILE *out, const kv_report_agg *a, const kv_report_meta *meta) {
     const int64_t n = a->nrows;
     fputs("== kvrun", out);
@@ -118,6 +138,7 @@ static void put_header(FILE *out, const kv_report_agg *a, const kv_report_meta *
             fputc('\n', out);
         }
     }
+    put_tolerances(out, a);
 }
 
 /* Cases whose code printed something (a plugin's debug lines, captured by

@@ -131,20 +131,35 @@ static json_t *result_json(const kv_check_result *r) {
     bad |= put(o, "dtype", json_string(kv_dtype_name(r->dtype)));
     bad |= put(o, "status", json_string(kv_result_status_name(r->status)));
     bad |= put(o, "message", str_json(r->message));
-    bad |= put(o, "repro", str_json(r->repro));
-    bad |= put(o, "seconds", real_json(r->seconds));
+    /* As in junit.xml: the repro line only where there is something to
+     * reproduce. On the passing, skipped and unsupported rows it was over a
+     * third of a full run's results.jsonl; readers take it as absent. */
+    if (r->repro[0] && r->status != KV_RESULT_PASS && r->status != KV_RESULT_SKIP &&
+        r->status != KV_RESULT_UNSUPPORTED)
+        bad |= put(o, "repro", str_json(r->repro));
+    /* Microseconds: the 17 digits of a double said nothing a clock that
+     * coarse can back, in 3 MB of a full run. */
+    bad |= put(o, "seconds", real_json(round(r->seconds * 1e6) / 1e6));
     bad |= put(o, "compared", json_integer((json_int_t)r->compared));
-    bad |= put(o, "mismatched", json_integer((json_int_t)r->mismatched));
-    bad |= put(o, "max_abs_err", real_json(r->max_abs_err));
-    bad |= put(o, "max_ulps", real_json(r->max_ulps));
-    json_t *arr = json_array();
     int nm = r->nmismatches < 0 ? 0 : (r->nmismatches > KV_RESULT_MAX_MISMATCHES ? KV_RESULT_MAX_MISMATCHES : r->nmismatches);
-    for (int i = 0; arr != NULL && i < nm; i++) {
-        json_t *m = mismatch_json(&r->mismatches[i]);
-        bad |= m == NULL || json_array_append_new(arr, m) != 0;
+    /* A row that found no difference leaves the difference fields out
+     * (readers take them as 0 and no mismatches): most rows. */
+    if (r->mismatched != 0 || r->max_abs_err != 0.0 || r->max_ulps != 0.0 || nm > 0) {
+        bad |= put(o, "mismatched", json_integer((json_int_t)r->mismatched));
+        bad |= put(o, "max_abs_err", real_json(r->max_abs_err));
+        bad |= put(o, "max_ulps", real_json(r->max_ulps));
+        json_t *arr = json_array();
+        for (int i = 0; arr != NULL && i < nm; i++) {
+            json_t *m = mismatch_json(&r->mismatches[i]);
+            bad |= m == NULL || json_array_append_new(arr, m) != 0;
+        }
+        bad |= put(o, "mismatches", arr);
     }
-    bad |= put(o, "mismatches", arr);
     if (r->output[0]) bad |= put(o, "output", str_json(r->output));
+    /* The override that widened the row, by its FILE:LINE: the rows reach
+     * meta.json's counts through this file (kv_report_stream). */
+    const kv_tol_override *ov = kv_tol_override_at(r->tol_override - 1);
+    if (ov != NULL) bad |= put(o, "tol_override", str_json(ov->source));
     if (strncmp(r->check, "fastpath", 8) == 0) {
         /* The path counts of the fastpath check's rows (hit rates). */
         bad |= put(o, "fast_calls", json_integer((json_int_t)r->fast_calls));
@@ -274,6 +289,32 @@ kv_status kv_report_meta_agg(const kv_report_meta *meta, const kv_report_agg *a,
         bad |= put(o, "plugin_abi", json_integer(meta->abi_version));
         bad |= put(o, "accel_requested", str_json(meta->accel_requested));
         bad |= put(o, "accel_target", str_json(meta->accel_target));
+    }
+    if (kv_tol_override_count() > 0) {
+        /* The per-backend tolerance overrides of this run, with the rows
+         * each widened: what a reader weighs a green row of that backend by. */
+        json_t *list = json_array();
+        bad |= list == NULL;
+        for (int i = 0; list != NULL && i < kv_tol_override_count(); i++) {
+            const kv_tol_override *t = kv_tol_override_at(i);
+            json_t *e = json_object();
+            bad |= e == NULL;
+            if (e == NULL) continue;
+            char dts[160] = "";
+            for (int dt = 0, n = 0; dt < KV_DTYPE_COUNT; dt++)
+                if (t->dtypes & (1u << dt))
+                    n += snprintf(dts + n, sizeof dts - (size_t)n, "%s%s", n ? "," : "", kv_dtype_name((kv_dtype)dt));
+            bad |= put(e, "source", str_json(t->source));
+            bad |= put(e, "backend", str_json(t->backend));
+            bad |= put(e, "op", str_json(t->op));
+            bad |= put(e, "dtypes", str_json(dts));
+            bad |= put(e, "check", str_json(t->check));
+            bad |= put(e, "rule", str_json(t->rule));
+            bad |= put(e, "reason", str_json(t->reason));
+            bad |= put(e, "rows", json_integer((json_int_t)a->tol_uses[i]));
+            bad |= json_array_append_new(list, e) != 0;
+        }
+        bad |= put(o, "tolerance_overrides", list);
     }
     const kv_report_hits *hits = a->hits;
     if (hits[0].cases > 0 || hits[1].cases > 0) {
