@@ -181,18 +181,11 @@ static kv_status my_group_norm(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return return3(stack, out, mean, rstd);
 }
 
-/* sum.dim_IntList and mean.dim over one dim (or a 1-dim input's all) of
- * f32 without a dtype: an f32 sum in index order (mean: then one division
- * by the count). Several dims, none, a dtype, other dtypes: the staged
- * reference. */
-static kv_status reduce_f32(const kv_op *op, kv_keyset ks, kv_stack *stack, bool mean) {
-    const kv_tensor *x = kv_arg_tensor(stack, 0);
-    const bool keepdim = kv_arg_bool(stack, 2);
-    if (x == NULL || x->dtype != KV_F32 || x->ndim < 1 || kv_arg_is_none(stack, 1) || !kv_arg_is_none(stack, 3) ||
-        kv_arg_ints(stack, 1).n != 1)
-        return host->stage_reference(op, ks, stack);
-    int64_t dim = kv_arg_ints(stack, 1).items[0];
-    if (dim < -x->ndim || dim >= x->ndim) return host->stage_reference(op, ks, stack);
+/* One f32 reduction of x over `dim` (in range), in index order: a sum (a
+ * mean: then one division by the count) or a product. */
+typedef enum { RED_SUM, RED_MEAN, RED_PROD } red_kind;
+
+static kv_status reduce_dim_f32(const kv_tensor *x, int64_t dim, bool keepdim, red_kind kind, kv_stack *stack) {
     if (dim < 0) dim += x->ndim;
     int64_t osz[KV_MAX_DIMS];
     int ond = 0;
@@ -208,12 +201,30 @@ static kv_status reduce_f32(const kv_op *op, kv_keyset ks, kv_stack *stack, bool
     float *y = out->storage->data;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
-            float acc = 0.0f;
-            for (int64_t j = 0; j < n; j++) acc += at(x, (o * n + j) * inner + i);
-            y[o * inner + i] = mean ? acc / (float)n : acc;
+            float acc = kind == RED_PROD ? 1.0f : 0.0f;
+            for (int64_t j = 0; j < n; j++) {
+                const float v = at(x, (o * n + j) * inner + i);
+                acc = kind == RED_PROD ? acc * v : acc + v;
+            }
+            y[o * inner + i] = kind == RED_MEAN ? acc / (float)n : acc;
         }
     host->stack_return_tensors(stack, &out, 1);
     return KV_OK;
+}
+
+/* sum.dim_IntList and mean.dim over one dim (or a 1-dim input's all) of
+ * f32 without a dtype: an f32 sum in index order (mean: then one division
+ * by the count). Several dims, none, a dtype, other dtypes: the staged
+ * reference. */
+static kv_status reduce_f32(const kv_op *op, kv_keyset ks, kv_stack *stack, bool mean) {
+    const kv_tensor *x = kv_arg_tensor(stack, 0);
+    const bool keepdim = kv_arg_bool(stack, 2);
+    if (x == NULL || x->dtype != KV_F32 || x->ndim < 1 || kv_arg_is_none(stack, 1) || !kv_arg_is_none(stack, 3) ||
+        kv_arg_ints(stack, 1).n != 1)
+        return host->stage_reference(op, ks, stack);
+    int64_t dim = kv_arg_ints(stack, 1).items[0];
+    if (dim < -x->ndim || dim >= x->ndim) return host->stage_reference(op, ks, stack);
+    return reduce_dim_f32(x, dim, keepdim, mean ? RED_MEAN : RED_SUM, stack);
 }
 
 static kv_status my_sum(const kv_op *op, kv_keyset ks, kv_stack *stack) { return reduce_f32(op, ks, stack, false); }
@@ -248,27 +259,7 @@ static kv_status my_prod(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     if (x == NULL || x->dtype != KV_F32 || x->ndim < 1 || !kv_arg_is_none(stack, 3) || dim < -x->ndim ||
         dim >= x->ndim)
         return host->stage_reference(op, ks, stack);
-    if (dim < 0) dim += x->ndim;
-    int64_t osz[KV_MAX_DIMS];
-    int ond = 0;
-    for (int d = 0; d < x->ndim; d++)
-        if (d != dim) osz[ond++] = x->sizes[d];
-        else if (keepdim) osz[ond++] = 1;
-    kv_tensor *out = host->tensor_empty(osz, ond, KV_F32, (kv_device){ my_type, 0 });
-    if (out == NULL) return host->last_error();
-    const int64_t n = x->sizes[dim];
-    int64_t inner = 1, outer = 1;
-    for (int d = (int)dim + 1; d < x->ndim; d++) inner *= x->sizes[d];
-    for (int d = 0; d < (int)dim; d++) outer *= x->sizes[d];
-    float *y = out->storage->data;
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
-            float acc = 1.0f;
-            for (int64_t j = 0; j < n; j++) acc *= at(x, (o * n + j) * inner + i);
-            y[o * inner + i] = acc;
-        }
-    host->stack_return_tensors(stack, &out, 1);
-    return KV_OK;
+    return reduce_dim_f32(x, dim, keepdim, RED_PROD, stack);
 }
 
 /* mm and bmm of f32: each output a dot product accumulated in f32 in k
