@@ -31,7 +31,7 @@ status=0
 echo "=== $bdir/kvgen"
 rm -rf "$bdir/gen-again"
 "$bdir/kvgen" --schema kernels/ops.schema --accel kernels/accel.conf --out "$bdir/gen-again" &&
-    diff -r "$bdir/gen" "$bdir/gen-again" || status=1
+    diff -r -x kvrun_help.c "$bdir/gen" "$bdir/gen-again" || status=1 # kvrun_help.c is help_to_c.sh's, not kvgen's
 KVRUN=$bdir/kvrun sh tests/units.sh "$bdir/tests" || status=1
 echo "=== $bdir/kvrun cases/"
 "$bdir/kvrun" cases/ --report-dir="$bdir/suite-report" || status=1
