@@ -347,18 +347,6 @@ static void key_set_free(key_set *s) {
     free(s->keys);
 }
 
-/* Element k (row-major) of t: finite in every component. */
-static bool elem_finite(const kv_tensor *t, int64_t k) {
-    int64_t off = 0;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        off += (k % t->sizes[d]) * t->strides[d];
-        k /= t->sizes[d];
-    }
-    double re, im;
-    kv_ref_load_c128(t->dtype, (const char *)kv_tensor_data(t) + off * (int64_t)kv_dtype_size(t->dtype), &re, &im);
-    return isfinite(re) && isfinite(im);
-}
-
 static void scan_case(const kv_case *c, const kv_run_env *env, key_set *seen, scan_tally *t) {
     if (c->expect != KV_OK || c->program[0] != '\0') return;
     char key[2 * KV_CASE_ID_MAX];
@@ -395,7 +383,7 @@ static void scan_case(const kv_case *c, const kv_run_env *env, key_set *seen, sc
         const int64_t n = kv_tensor_numel(e);
         int64_t bad = 0, first = -1;
         for (int64_t k = 0; k < n; k++) {
-            if (!elem_finite(e, k)) continue;
+            if (!kv_tol_elem_finite(e, k)) continue;
             t->elements++;
             t->at_max += b[k] == DBL_MAX;
             if (!isfinite(b[k])) {

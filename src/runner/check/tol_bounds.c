@@ -77,8 +77,7 @@ static double tb_val_lin(const kv_tensor *t, int64_t k) {
     return kv_ref_load_f64(t->dtype, (const char *)kv_tensor_data(t) + off * (int64_t)kv_dtype_size(t->dtype));
 }
 
-/* The k-th element (row-major) of t is finite in every component. */
-static bool tb_elem_finite(const kv_tensor *t, int64_t k) {
+bool kv_tol_elem_finite(const kv_tensor *t, int64_t k) {
     int64_t off = 0;
     for (int d = t->ndim - 1; d >= 0; d--) {
         off += (k % t->sizes[d]) * t->strides[d];
@@ -579,7 +578,7 @@ static kv_status tb_bounds(kv_bound_kind kind, double c_value, const kv_case *c,
     const double slack = kv_gamma((double)(terms > 8 ? terms : 8), u) * tb_min_normal(expected->dtype);
     for (int64_t k = 0; k < nout; k++) {
         b[k] += slack;
-        if (!tb_elem_finite(expected, k)) continue;
+        if (!kv_tol_elem_finite(expected, k)) continue;
         /* A derivation that goes past the range (γ·Σ|a||b| of products
          * beyond DBL_MAX whose exact sum is finite) is said as DBL_MAX,
          * the largest bound a double holds: an inf or NaN output still

@@ -102,6 +102,9 @@ bool kv_tol_device_is_reference(kv_device d);
  * ULP 1 for libm ops (golden_libm rows). */
 kv_cmp_rule kv_tol_golden_rule(const kv_case *c, kv_dtype out_dtype);
 
+/* The k-th element (row-major) of t is finite in every component. */
+bool kv_tol_elem_finite(const kv_tensor *t, int64_t k);
+
 /* Per-element bounds (numel(expected) doubles, row-major, malloc'd; the
  * caller frees) for output `output` of the case, computed in f64 from
  * `in`, the golden (contiguous CPU) inputs. */
