@@ -325,6 +325,29 @@ static void test_regen_checks_what_it_records(void **state) {
     kv_result_list_free(&res);
 }
 
+/* A regeneration records and checks nothing else (check.c): a case with
+ * golden and variants gets its golden row alone; a case without golden
+ * gets one SKIP row naming the checks a normal run gives it. */
+static void test_regen_runs_only_the_golden_check(void **state) {
+    (void)state;
+    kv_case c = mk_case("neg", KV_F32, 1, S45, CK(KV_CHECK_GOLDEN) | CK(KV_CHECK_VARIANTS) | CK(KV_CHECK_MEMORY));
+    kv_result_list res = regen(&c);
+    assert_int_equal(res.n, 1);
+    expect_status(&res, "golden", KV_RESULT_PASS);
+    kv_result_list_free(&res);
+    kv_case v = mk_case("neg", KV_F32, 1, S45, CK(KV_CHECK_VARIANTS) | CK(KV_CHECK_MEMORY));
+    res = regen(&v);
+    assert_int_equal(res.n, 1);
+    expect_status(&res, "variants+memory", KV_RESULT_SKIP);
+    if (res.n == 1 && strstr(res.items[0].message, "--regen-golden runs only the golden check") == NULL)
+        fail_msg("message: %s", res.items[0].message);
+    kv_result_list_free(&res);
+    /* A normal run still runs both. */
+    res = run(&v);
+    assert_true(res.n >= 2);
+    kv_result_list_free(&res);
+}
+
 /* ---- memory ---- */
 
 static void expect_memory_fail_on(kv_kernel_fn fn, const kv_shape *shape, const char *words) {
@@ -781,6 +804,7 @@ int main(void) {
         cmocka_unit_test(test_wrong_kernel_fails_with_mismatches),
         cmocka_unit_test(test_golden_libm_ulp_allowance),
         cmocka_unit_test(test_regen_checks_what_it_records),
+        cmocka_unit_test(test_regen_runs_only_the_golden_check),
         cmocka_unit_test(test_memory_oob_write),
         cmocka_unit_test(test_memory_unwritten),
         cmocka_unit_test(test_memory_leak),

@@ -91,10 +91,10 @@ def run_figures(title, command, folder):
 
 PARTS = (
     ("suite", "The suite", "build/kvrun cases/", []),
-    ("accel", "oneDNN as the accel target", "build/kvrun cases/ --accel-target=onednn",
-     ["--require-backend=onednn", "--accel-target=onednn"]),
-    ("opencl", "OpenCL as the accel target", "build/kvrun cases/ --accel-target=opencl",
-     ["--require-backend=opencl", "--accel-target=opencl"]),
+    ("accel", "oneDNN as the accel target", "build/kvrun cases/ --filter='*device=accel*' --accel-target=onednn",
+     ["--filter=*device=accel*", "--require-backend=onednn", "--accel-target=onednn"]),
+    ("opencl", "OpenCL as the accel target", "build/kvrun cases/ --filter='*device=accel*' --accel-target=opencl",
+     ["--filter=*device=accel*", "--require-backend=opencl", "--accel-target=opencl"]),
 )
 
 

@@ -18,11 +18,14 @@ for set in "0 0 0 0" "1 0 0 1" "0 1 0 1" "0 0 1 1" "2 1 0 2" "1 2 1 2" "0 1 2 2"
 done
 # Both halves with the real kvrun: an earlier green run in the second
 # half's folder is replaced after a red first half.
+# Each with an accel twin: the later parts run the accel cases only.
 cat >"$T/good.case" <<'CASES'
 --op=neg --dtype=f32 --shape=4x5 --fill=exact
+--op=neg --dtype=f32 --shape=4x5 --fill=exact --device=accel
 CASES
 cat >"$T/bad.case" <<'CASES'
 --op=neg --dtype=f32 --shape=4x5 --fill=exact --expect=shape
+--op=neg --dtype=f32 --shape=4x5 --fill=exact --expect=shape --device=accel
 CASES
 PLUGINS=$(dirname "$KVRUN")/backends
 expect 0 "" "a green run into reports/onednn-accel" -- \
@@ -33,6 +36,12 @@ grep -q '"status":"FAIL"' "$T/rep/results.jsonl" && grep -q '"status":"FAIL"' "$
     grep -q 'expect=shape' "$T/rep/onednn-accel/failures.txt" &&
     ok "every part wrote the red run's reports (no green report left)" ||
     bad "a folder still holds the green run's reports"
+# The accel parts run the accel twin alone: a cpu case never reaches the
+# accel target, so its rows would repeat the first part's.
+grep -q '"case_id":"neg(dtype=f32,shape=\[4,5\],fill=exact,expect=shape)"' "$T/rep/results.jsonl" &&
+    ! grep -q '"case_id":"neg(dtype=f32,shape=\[4,5\],fill=exact,expect=shape)"' "$T/rep/onednn-accel/results.jsonl" &&
+    grep -q '"case_id":"[^"]*device=accel[,)]' "$T/rep/onednn-accel/results.jsonl" &&
+    ok "the accel parts run the accel cases only" || bad "the accel parts ran a cpu case (or no accel case)"
 # A run clears what an earlier run left: accuracy.md of an accuracy run.
 echo stale >"$T/rep/accuracy.md"
 echo mine >"$T/rep/notes.txt"
