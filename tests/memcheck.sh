@@ -41,10 +41,9 @@ vg="valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite
 # native, and this step was the longest of `ninja check`. Each program's
 # output goes to its own log, printed in list order at the end, so the log
 # reads as if they had run one after the other.
-jobs=${KV_MEMCHECK_JOBS:-$(nproc 2>/dev/null || echo 1)}
-case $jobs in '' | *[!0-9]*) echo "memcheck: KV_MEMCHECK_JOBS='$jobs': expected a whole number" >&2; exit 2 ;; esac
-[ "$jobs" -ge 1 ] || jobs=1
-[ -n "${KV_MEMCHECK_JOBS:-}" ] || [ "$jobs" -le 4 ] || jobs=4
+. tests/pool.sh
+jobs=${KV_MEMCHECK_JOBS:-$(pool_jobs)} || exit 2
+case $jobs in '' | *[!0-9]* | 0) echo "memcheck: KV_MEMCHECK_JOBS='$jobs': expected a whole number, 1 or more" >&2; exit 2 ;; esac
 logs=build/memcheck-logs
 rm -rf "$logs"
 mkdir -p "$logs"
@@ -53,28 +52,24 @@ mkdir -p "$logs"
 list=$logs/list
 : >"$list"
 missing=""
-# The longest programs under Valgrind start first (measured in CI: with
-# test_programs last in name order, its 2-5 minutes ran alone at the end
-# while the other worker sat idle). A name here that no longer exists is
-# skipped; a new long program only runs later than it could.
-long_first="kvrun-suite test_programs test_checks test_fastpath_check test_dtype test_cpu_variants"
+# Every line is one command (tests/pool.sh splits it into words): the
+# allocator setting, Valgrind, the program.
+vg="env KV_CACHING_ALLOCATOR=0 $(echo $vg)" # one line
 printf '%s\t%s\n' "kvrun-suite-$shard" \
-    "build/kvrun cases/ --shard=$shard --isolate=none --report-dir=build/memcheck-report" >>"$list"
+    "$vg build/kvrun cases/ --shard=$shard --isolate=none --report-dir=build/memcheck-report" >>"$list"
 # And a smaller slice of other cases with the cache on (issue 22 item 6):
 # its size classes, block reuse and trimming are what users run, and only
 # a unit test reached them under Valgrind before. A name ending in
-# "-cache-on" runs with KV_CACHING_ALLOCATOR=1 (see worker below).
+# "-cache-on" runs with KV_CACHING_ALLOCATOR=1.
 printf '%s\t%s\n' "kvrun-suite-2_48-cache-on" \
-    "build/kvrun cases/ --shard=2/48 --isolate=none --report-dir=build/memcheck-report-cache" >>"$list"
+    "$(echo "$vg" | sed 's/KV_CACHING_ALLOCATOR=0/KV_CACHING_ALLOCATOR=1/') build/kvrun cases/ --shard=2/48 --isolate=none --report-dir=build/memcheck-report-cache" >>"$list"
+# The long unit tests first (tests/pool.sh), after the suite slices.
 names=""
-for src in tests/test_*.c; do
-    name=$(basename "$src" .c)
-    case " $long_first " in *" $name "*) ;; *) names="$names $name" ;; esac
-done
-for name in $long_first $names; do
-    [ "$name" = kvrun-suite ] && continue
+for src in tests/test_*.c; do names="$names $(basename "$src" .c)"; done
+# shellcheck disable=SC2086 # names are words
+for name in $(pool_order $names); do
     if [ -x "build/tests/$name" ]; then
-        printf '%s\t%s\n' "$name" "build/tests/$name" >>"$list"
+        printf '%s\t%s\n' "$name" "$vg build/tests/$name" >>"$list"
     elif [ -f "tests/$name.c" ]; then
         echo "memcheck: build/tests/$name was not built" >&2
         missing="$missing $name"
@@ -82,37 +77,18 @@ for name in $long_first $names; do
 done
 for h in build/fuzz/replay_*; do
     [ -x "$h" ] || continue
-    printf '%s\t%s\n' "${h##*/}" "$h tests/fuzz/${h##*/replay_}/" >>"$list"
+    printf '%s\t%s\n' "${h##*/}" "$vg $h tests/fuzz/${h##*/replay_}/" >>"$list"
 done
 
-# A worker takes the next program nobody has claimed (mkdir is atomic) and
-# records Valgrind's exit code beside its log.
-worker() {
-    while IFS='	' read -r name cmd; do
-        f=$logs/$(echo "$name" | tr / _)
-        mkdir "$f.claim" 2>/dev/null || continue
-        rc=0
-        cache=0
-        case $name in *-cache-on) cache=1 ;; esac
-        # shellcheck disable=SC2086 # $vg and $cmd are command lines
-        KV_CACHING_ALLOCATOR=$cache $vg $cmd >"$f.log" 2>&1 || rc=$?
-        echo "$rc" >"$f.rc"
-    done <"$list"
-}
-w=0
-while [ "$w" -lt "$jobs" ]; do
-    worker &
-    w=$((w + 1))
-done
-wait
+pool_run "$list" "$logs" "$jobs"
 
 errors="$missing"
 failed=""
 count=0
 while IFS='	' read -r name cmd; do
     count=$((count + 1))
-    echo "=== valgrind $cmd"
-    f=$logs/$(echo "$name" | tr / _)
+    echo "=== ${cmd#env KV_CACHING_ALLOCATOR=? }"
+    f=$(pool_log "$logs" "$name")
     cat "$f.log" 2>/dev/null || true
     rc=$(cat "$f.rc" 2>/dev/null || echo 128) # no exit code: it never finished
     if [ "$rc" -eq 99 ] || [ "$rc" -ge 128 ]; then

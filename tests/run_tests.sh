@@ -19,17 +19,23 @@ run() {
     "$@" || failed="$failed $name"
     echo "=== $name: $(($(date +%s) - t)) s"
 }
-unit() {
-    [ -x "$1" ] || { echo "run_tests: $1 was not built" >&2; return 1; }
-    "$1"
-}
-for src in tests/test_*.c; do
-    run "$(basename "$src" .c)" unit "$dir/$(basename "$src" .c)"
-done
+# The unit tests, several at a time (tests/units.sh: KV_TEST_JOBS), each
+# one a program of the count below.
+. tests/pool.sh
+sh tests/units.sh "$dir"
+units_rc=$?
+units_failed=""
+while IFS='	' read -r name _; do
+    count=$((count + 1))
+    [ "$(cat "$(pool_log "$dir/../units-logs" "$name").rc" 2>/dev/null)" = 0 ] || units_failed="$units_failed $name"
+done <"$dir/../units-logs/list"
 if [ "$count" -eq 0 ]; then
-    echo "run_tests: no tests/test_*.c found" >&2
+    echo "run_tests: no unit test ran" >&2
     exit 1
 fi
+# A program that was not built is in no list: units.sh's status says so.
+[ "$units_rc" -eq 0 ] || [ -n "$units_failed" ] || units_failed=" units"
+failed="$units_failed"
 
 # The layering check (README "Layers"), as one more program.
 run layers sh tests/test_layers.sh
