@@ -466,6 +466,125 @@ static void test_run_reports(void **state) {
     kv_case_list_free(&cases);
 }
 
+/* --perf-metric=instructions with a stand-in counter (the fake clock's
+ * costs read as instruction counts): the same statistics, perf.jsonl
+ * says what was counted and by which source, no rate, no roofs, and the
+ * tuner's choice (made by time) is marked but not judged. */
+static void test_run_instructions(void **state) {
+    (void)state;
+    kv_case_list cases;
+    load_cases("--op=kvpt.a --dtype=f32 --shape=4x5\n", &cases);
+    const kv_case *sel[1] = { &cases.items[0] };
+    kv_perf_options o;
+    fake_options(&o, 1, 5);
+    o.report_dir = g_dir;
+    o.metric = KV_PERF_METRIC_INSTRUCTIONS;
+    FILE *out = tmpfile();
+    assert_non_null(out);
+    assert_int_equal(kv_perf_run(&o, sel, 1, out), 0);
+    char *text = read_all(out);
+    fclose(out);
+    assert_non_null(strstr(text, "perf: instructions per call (retired, user space), counted by test"));
+    assert_non_null(strstr(text, "not judged"));
+    assert_null(strstr(text, "tuner picked within"));
+    assert_non_null(strstr(text, "instructions         fewest"));
+    free(text);
+    char path[128];
+    snprintf(path, sizeof path, "%s/perf.jsonl", g_dir);
+    int n = 0;
+    json_t *fast = jsonl_line(path, 1, &n);
+    assert_int_equal(n, 3);
+    assert_string_equal(json_string_value(json_object_get(fast, "variant")), "fast");
+    assert_string_equal(json_string_value(json_object_get(fast, "metric")), "instructions");
+    assert_string_equal(json_string_value(json_object_get(fast, "counter")), "test");
+    assert_int_equal(json_integer_value(json_object_get(fast, "median_instructions")), 200);
+    assert_int_equal(json_integer_value(json_object_get(fast, "min_instructions")), 50);
+    assert_int_equal(json_integer_value(json_object_get(fast, "max_instructions")), 900);
+    assert_int_equal(json_array_size(json_object_get(fast, "samples_instructions")), 5);
+    assert_null(json_object_get(fast, "median_ns"));
+    assert_null(json_object_get(fast, "samples_ns"));
+    assert_null(json_object_get(fast, "gbps"));
+    assert_true(json_is_null(json_object_get(fast, "within_5pct")));
+    assert_true(json_is_true(json_object_get(fast, "fastest")));
+    json_decref(fast);
+    snprintf(path, sizeof path, "%s/perf.html", g_dir);
+    FILE *h = fopen(path, "r");
+    assert_non_null(h);
+    fseek(h, 0, SEEK_END);
+    char *html = read_all(h);
+    fclose(h);
+    assert_non_null(strstr(html, "instructions per call (retired, user space), counted by test"));
+    assert_non_null(strstr(html, "<th>instructions (median)</th>"));
+    assert_non_null(strstr(html, "<td class=\"num\">200</td><td class=\"num\">50</td><td class=\"num\">900</td>"));
+    assert_null(strstr(html, "<svg"));
+    free(html);
+    /* Without a stand-in, kv_perf_case needs kv_perf_run's open counter. */
+    o.clock = NULL;
+    kv_perf_report r = { 0 };
+    assert_int_equal(kv_perf_case(&o, &cases.items[0], &r, NULL), KV_ERR_INVALID_ARG);
+    assert_non_null(strstr(kv_last_error_message(), "needs an open counter"));
+    kv_perf_report_free(&r);
+    kv_case_list_free(&cases);
+}
+
+/* The callgrind dump's count, and what is refused (runner/exec/icount.h). */
+static void test_icount_dump(void **state) {
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/cg.out.1", g_dir);
+    static const char *const texts[] = {
+        /* valgrind 3.19's dump by client request: summary 0, the count on totals */
+        "# callgrind format\nversion: 1\nevents: Ir\nsummary: 0\nfn=(1) f\n0 5\n\ntotals: 30288\n",
+        "# callgrind format\nevents: Ir\nsummary: 1234\n",
+        "# callgrind format\nevents: Ir\nfn=(1) f\n",
+        "not a dump\ntotals: 7\n",
+        "# callgrind format\ntotals: 12 34\n",
+    };
+    static const uint64_t want[] = { 30288, 1234, 0, 0, 0 };
+    for (int i = 0; i < 5; i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(texts[i], f);
+        fclose(f);
+        uint64_t got = 99;
+        const kv_status st = kv_icount_read_dump(path, &got);
+        if (want[i] != 0) {
+            assert_int_equal(st, KV_OK);
+            assert_int_equal(got, want[i]);
+        } else {
+            assert_int_equal(st, KV_ERR_INVALID_ARG);
+            assert_non_null(strstr(kv_last_error_message(), path));
+        }
+    }
+    unlink(path);
+    uint64_t got = 0;
+    assert_int_equal(kv_icount_read_dump(path, &got), KV_ERR_INVALID_ARG);
+    assert_non_null(strstr(kv_last_error_message(), "callgrind wrote no dump"));
+    kv_icount_source s = KV_ICOUNT_AUTO;
+    assert_int_equal(kv_icount_source_parse("callgrind", &s), 0);
+    assert_int_equal(s, KV_ICOUNT_CALLGRIND);
+    assert_int_equal(kv_icount_source_parse("hardware", &s), 0);
+    assert_int_equal(s, KV_ICOUNT_HARDWARE);
+    assert_int_equal(kv_icount_source_parse("Hardware", &s), -1);
+    /* Callgrind counts only under Valgrind: not this test (run natively
+     * or under memcheck, which answers no callgrind request). */
+    kv_icount c;
+    if (getenv(KV_ICOUNT_CALLGRIND_ENV) == NULL) {
+        assert_int_equal(kv_icount_open(&c, KV_ICOUNT_CALLGRIND), KV_ERR_INVALID_ARG);
+        assert_non_null(strstr(kv_last_error_message(), KV_ICOUNT_CALLGRIND_ENV " is not set"));
+    }
+    assert_int_equal(kv_icount_open(&c, KV_ICOUNT_AUTO), KV_ERR_INTERNAL);
+    /* The hardware counter opens and counts, or says why it cannot. */
+    if (kv_icount_open(&c, KV_ICOUNT_HARDWARE) == KV_OK) {
+        kv_icount_start(&c);
+        uint64_t n = 0;
+        assert_int_equal(kv_icount_stop(&c, &n), KV_OK);
+        kv_icount_close(&c);
+    } else {
+        assert_non_null(strstr(kv_last_error_message(), "perf_event_open"));
+    }
+}
+
 /* ---- the machine limits (runner/exec/limits.h) ----
  * Not a speed goal (those live in kvbench): each limit this CPU supports
  * is measured, its rounds ordered, its rate a positive number; one the
@@ -571,6 +690,8 @@ int main(void) {
         cmocka_unit_test_setup(test_interleave_rounds, reset),
         cmocka_unit_test_setup(test_skips, reset),
         cmocka_unit_test_setup_teardown(test_run_reports, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_run_instructions, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_icount_dump, make_dir, remove_dir),
         cmocka_unit_test_setup(test_grammar_refuses_perf, reset),
         cmocka_unit_test(test_limits_measured),
         cmocka_unit_test_setup_teardown(test_kvrun, make_dir, remove_dir),

@@ -181,6 +181,7 @@ static const kv_flag kv_flags[] = {
     { "deadline", KV_FLAG_VALUE, false },  { "max-failures", KV_FLAG_VALUE, false },
     { "compare", KV_FLAG_EITHER, false },  { "require-identical", KV_FLAG_VALUE, false },
     { "perf-threshold", KV_FLAG_VALUE, false },
+    { "perf-metric", KV_FLAG_VALUE, false },
     { "filter-out", KV_FLAG_VALUE, true }, { "last-failed", KV_FLAG_BOOL, false },
     { "failed-first", KV_FLAG_BOOL, false },
     { "require-support", KV_FLAG_BOOL, false },
@@ -434,6 +435,19 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->list_ops = true;
     } else if (strcmp(n, "perf-interleave") == 0) {
         c->perf_o.interleave = true;
+    } else if (strcmp(n, "perf-metric") == 0) {
+        /* time, instructions or instructions:SOURCE (runner/exec/icount.h) */
+        const char *colon = strchr(v, ':');
+        const size_t len = colon ? (size_t)(colon - v) : strlen(v);
+        if (len == 4 && strncmp(v, "time", 4) == 0 && colon == NULL) {
+            c->perf_o.metric = KV_PERF_METRIC_TIME;
+        } else if (len == 12 && strncmp(v, "instructions", 12) == 0 &&
+                   (colon == NULL || kv_icount_source_parse(colon + 1, &c->perf_o.counter) == 0)) {
+            c->perf_o.metric = KV_PERF_METRIC_INSTRUCTIONS;
+        } else {
+            return kv_usage_error("--perf-metric=%s: expected time, instructions, or instructions:SOURCE with SOURCE "
+                                  "auto, hardware or callgrind", v);
+        }
     } else if (strcmp(n, "perf-reps") == 0) {
         if (kv_parse_int(v, 1, KV_PERF_MAX_REPS, &c->perf_o.reps) != 0) {
             return kv_usage_error("--perf-reps=%s: must be a whole number from 1 to %d", v, KV_PERF_MAX_REPS);
@@ -566,7 +580,8 @@ static int kv_perf_flags_check(const kv_cli *c) {
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
         if (!c->seen[f]) continue;
-        if ((strcmp(n, "perf-reps") == 0 || strcmp(n, "perf-interleave") == 0) && !c->perf)
+        if ((strcmp(n, "perf-reps") == 0 || strcmp(n, "perf-interleave") == 0 || strcmp(n, "perf-metric") == 0) &&
+            !c->perf)
             return kv_usage_error("--%s needs --mode=perf", n);
         for (size_t i = 0; c->perf && i < sizeof not_perf / sizeof not_perf[0]; i++) {
             if (strcmp(n, not_perf[i]) == 0)
@@ -597,6 +612,12 @@ static int kv_run_main(kv_cli *c, int argc, char **argv) {
     if (c->npaths == 0 && !c->case_options && !kvrun_tune_listing()) {
         return kv_usage_error("nothing to run: give case files or directories, or a case line (--op=...)");
     }
+    /* Before anything is loaded: the count may have to be made by a
+     * second kvrun under callgrind (whose exit code is then ours). */
+    const int icount_rc = c->perf && c->perf_o.metric == KV_PERF_METRIC_INSTRUCTIONS
+                              ? kv_perf_icount_prepare(&c->perf_o, argv, stderr)
+                              : -1;
+    if (icount_rc >= 0) return icount_rc;
     kv_path_list files = { 0 };
     for (int i = 0; i < c->npaths; i++) {
         if (kv_driver_collect(c->paths[i], &files) != KV_OK) {

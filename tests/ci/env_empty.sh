@@ -24,6 +24,11 @@ for v in $vars; do
     KV_OPENCL_GENERATOR)
         expect 1 "KV_OPENCL_GENERATOR=''" "$v= (empty) fails the OpenCL plugin's load, naming it" -- \
             env "$v=" KV_BACKEND_PATH="$(dirname "$KVRUN")/backends/libkv_opencl.so" $KVRUN $NEG --report-dir="$T/r" ;;
+    # Read by an instruction-counting perf run only (kvrun sets it for the
+    # run it starts under callgrind; docs/performance.md).
+    KV_PERF_CALLGRIND_OUT)
+        expect 2 "$v is empty" "$v= (empty) is an error naming it" -- \
+            env "$v=" $KVRUN --mode=perf --perf-metric=instructions $NEG --report-dir="$T/r" ;;
     *) expect 2 "$v" "$v= (empty) is an error naming it" -- env "$v=" $KVRUN $NEG --report-dir="$T/r" ;;
     esac
 done

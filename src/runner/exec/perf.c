@@ -14,6 +14,14 @@
 #include "runner/exec/driver.h"
 #include "runner/report/report.h"
 
+const char *kv_perf_metric_name(kv_perf_metric m) {
+    switch (m) {
+    case KV_PERF_METRIC_TIME: return "time";
+    case KV_PERF_METRIC_INSTRUCTIONS: return "instructions";
+    }
+    return "?";
+}
+
 void kv_perf_options_init(kv_perf_options *o) {
     memset(o, 0, sizeof *o);
     o->warmup = KV_PERF_DEFAULT_WARMUP;
@@ -161,14 +169,23 @@ static void perf_prepare(const kv_perf_options *o, const kv_case *c, const kv_op
     perf_check(m);
 }
 
-/* One timed call, the backend's synchronize around it. */
+/* One measured call, the backend's synchronize around it: its time, or
+ * the instructions of the call and the synchronize after it. */
 static void perf_time_one(const kv_perf_options *o, const kv_op *op, kv_key key, perf_meas *m) {
     if (m->st != KV_OK) return;
     m->st = kv_backend_synchronize((kv_device_type)key);
-    const uint64_t t0 = perf_now(o);
+    const bool counted = o->metric == KV_PERF_METRIC_INSTRUCTIONS && o->clock == NULL;
+    uint64_t t0 = 0, t1 = 0;
+    if (counted) kv_icount_start(o->icount);
+    else t0 = perf_now(o);
     if (m->st == KV_OK) m->st = perf_call(op, key, m->row->variant, m->in, NULL);
     if (m->st == KV_OK) m->st = kv_backend_synchronize((kv_device_type)key);
-    const uint64_t t1 = perf_now(o);
+    if (counted) {
+        const kv_status cs = kv_icount_stop(o->icount, &t1);
+        if (cs != KV_OK && m->st == KV_OK) m->st = cs;
+    } else {
+        t1 = perf_now(o);
+    }
     m->times[m->done++] = t1 > t0 ? t1 - t0 : 0;
     perf_check(m);
 }
@@ -240,7 +257,9 @@ static void perf_measure(const kv_perf_options *o, const kv_case *c, const kv_op
     for (int v = nm - 1; v >= 0; v--) perf_finish(&ms[v]); /* the first (the shared inputs' owner) last */
 }
 
-/* Speedups, the fastest row and the verdict of one pair's rows. */
+/* Speedups, the fastest row and the verdict of one pair's rows. The
+ * tuner chooses by time, so instruction counts do not judge its choice
+ * (fewer instructions can take longer: a vector unit's, another thread's). */
 static void perf_judge(kv_perf_report *r, int first, const char *choice) {
     const kv_perf_row *ref = NULL, *fast = NULL, *chosen = NULL;
     int timed = 0;
@@ -252,7 +271,7 @@ static void perf_judge(kv_perf_report *r, int first, const char *choice) {
         if (fast == NULL || row->median_ns < fast->median_ns) fast = row;
         if (choice != NULL && strcmp(row->variant, choice) == 0) chosen = row, row->chosen = true;
     }
-    const bool judged = timed >= 2 && chosen != NULL;
+    const bool judged = timed >= 2 && chosen != NULL && r->metric == KV_PERF_METRIC_TIME;
     const bool within = judged && chosen->median_ns * 100 <= fast->median_ns * (100 + KV_PERF_WITHIN_PERCENT);
     for (int i = first; i < r->n; i++) {
         kv_perf_row *row = &r->rows[i];
@@ -343,6 +362,10 @@ kv_status kv_perf_case(const kv_perf_options *o, const kv_case *c, kv_perf_repor
     if (o->reps < 1 || o->reps > KV_PERF_MAX_REPS || o->warmup < 0)
         return kv_error(KV_ERR_INVALID_ARG, "perf: argument 'options': reps %d (1..%d), warmup %d (>= 0)", o->reps,
                         KV_PERF_MAX_REPS, o->warmup);
+    if (o->metric == KV_PERF_METRIC_INSTRUCTIONS && o->clock == NULL && o->icount == NULL)
+        return kv_error(KV_ERR_INVALID_ARG, "perf: argument 'options': the instruction metric needs an open counter "
+                                            "(kv_perf_run opens it)");
+    r->metric = o->metric;
     char id[KV_CASE_ID_MAX];
     kv_case_id(c, id, sizeof id);
     if (c->device.type != KV_DEVICE_CPU) {
@@ -380,10 +403,30 @@ int kv_perf_run(const kv_perf_options *o, const kv_case *const *cases, int n, FI
     r.warmup = o->warmup;
     r.reps = o->reps;
     r.interleave = o->interleave;
+    r.metric = o->metric;
     kv_limits_machine(r.machine, (int)sizeof r.machine);
+    kv_perf_options own = *o;
+    kv_icount counter;
+    if (o->metric == KV_PERF_METRIC_INSTRUCTIONS) {
+        if (o->clock != NULL) {
+            snprintf(r.counter, sizeof r.counter, "test");
+        } else if (kv_icount_open(&counter, o->counter) != KV_OK) {
+            fprintf(out, "perf: ERROR --perf-metric=instructions: %s\n", kv_last_error_message());
+            return 2;
+        } else {
+            snprintf(r.counter, sizeof r.counter, "%s", kv_icount_source_name(counter.source));
+            own.icount = &counter;
+        }
+        fprintf(out, "perf: instructions per call (retired, user space), counted by %s%s\n", r.counter,
+                strcmp(r.counter, "hardware") == 0   ? " (perf_event_open: this thread and the threads it starts)"
+                : strcmp(r.counter, "callgrind") == 0 ? " (Valgrind: every thread)"
+                                                      : "");
+        o = &own;
+    }
     /* The roofs, with the real clock only: a fake clock (tests) says
-     * nothing about the machine. A failure costs the roofline, not the run. */
-    if (o->clock == NULL) {
+     * nothing about the machine, and counted instructions have no roof.
+     * A failure costs the roofline, not the run. */
+    if (o->clock == NULL && o->metric == KV_PERF_METRIC_TIME) {
         if (kv_limits_measure(KV_PERF_LIMIT_ROUNDS, r.limits) == KV_OK) r.limits_measured = true;
         else fprintf(out, "perf: the machine limits were not measured: %s\n", kv_last_error_message());
     }
@@ -413,5 +456,6 @@ int kv_perf_run(const kv_perf_options *o, const kv_case *const *cases, int n, FI
     kv_perf_console(out, &r);
     if (r.errors > 0) rc = 1;
     kv_perf_report_free(&r);
+    if (own.icount != NULL) kv_icount_close(own.icount);
     return rc;
 }

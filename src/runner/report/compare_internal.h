@@ -22,10 +22,10 @@ typedef struct kv_runcmp_perf {
     char case_id[KV_CASE_ID_MAX];
     char backend[32];
     char variant[64];
-    double old_median, new_median; /* ns */
+    double old_median, new_median; /* ns, or instructions (kv_runcmp_result.perf_metric) */
     double old_spread, new_spread; /* (p75 - p25) / median of each run's repetitions */
     int old_n, new_n;
-    double p;                      /* Mann-Whitney U, two-sided */
+    double p;                      /* Mann-Whitney U, two-sided; NaN for instruction counts */
     double change;                 /* new_median / old_median - 1 */
     bool significant, regression, improvement;
 } kv_runcmp_perf;
@@ -42,6 +42,10 @@ typedef struct kv_runcmp_result {
     char fp_diff[4096];
     /* perf.jsonl of both runs, when both have one. */
     bool perf_compared;
+    /* "time", or "instructions" counted by perf_counter ("hardware",
+     * "callgrind"): both runs measured the same (compare_perf.c refuses
+     * others). */
+    char perf_metric[16], perf_counter[16];
     kv_runcmp_perf *perf;
     int nperf, capperf;
     int64_t perf_regressions, perf_improvements;

@@ -10,7 +10,13 @@
  * compare.py judges alike). Noise: each row's repetition spread (the
  * interquartile range over the median) of both runs, and the |median
  * change| of the rows whose change is not significant, which is what
- * repeated identical runs differ by on this machine. */
+ * repeated identical runs differ by on this machine.
+ *
+ * Instruction counts (kvrun --perf-metric=instructions, perf.jsonl
+ * "metric") need no test: a count is deterministic, so every change is
+ * real and one over the threshold is a regression. Runs of two metrics,
+ * or counts of two sources, are not compared (an error naming the
+ * fingerprint field). */
 #include "runner/report/compare_internal.h"
 #include "runner/report/report_internal.h"
 
@@ -92,6 +98,10 @@ typedef struct runcmp_sample_row {
 typedef struct runcmp_samples {
     runcmp_sample_row *rows;
     int n, cap;
+    /* What the file's rows measured: "metric" ("time" when absent, as
+     * before the field existed) and "counter" ("" for time). */
+    bool have_metric;
+    char metric[16], counter[16];
 } runcmp_samples;
 
 static void runcmp_samples_free(runcmp_samples *s) {
@@ -114,10 +124,30 @@ static kv_status runcmp_read_perf(const char *path, runcmp_samples *out) {
         const char *cid = json_string_value(json_object_get(o, "case_id"));
         const char *be = json_string_value(json_object_get(o, "backend"));
         const char *va = json_string_value(json_object_get(o, "variant"));
-        const json_t *sm = json_object_get(o, "samples_ns");
+        const json_t *mj = json_object_get(o, "metric");
+        const char *metric = mj == NULL ? "time" : json_string_value(mj);
+        const char *counter = json_string_value(json_object_get(o, "counter"));
+        if (counter == NULL) counter = "";
+        const bool counted = metric != NULL && strcmp(metric, "instructions") == 0;
+        const char *skey = counted ? "samples_instructions" : "samples_ns";
+        const json_t *sm = json_object_get(o, skey);
+        const bool known = metric != NULL && (counted ? counter[0] != '\0' : strcmp(metric, "time") == 0);
+        if (o != NULL && known && !out->have_metric) {
+            /* The first row says what the file measured. */
+            out->have_metric = true;
+            snprintf(out->metric, sizeof out->metric, "%s", metric);
+            snprintf(out->counter, sizeof out->counter, "%s", counter);
+        }
         if (o == NULL || cid == NULL || be == NULL || va == NULL) {
             st = kv_error(KV_ERR_INVALID_ARG, "'%s':%lld: not a perf.jsonl row (case_id, backend, variant)", path,
                           (long long)lineno);
+        } else if (!known) {
+            st = kv_error(KV_ERR_INVALID_ARG, "'%s':%lld: \"metric\" must be \"time\" or \"instructions\" (with its "
+                                              "\"counter\")", path, (long long)lineno);
+        } else if (strcmp(metric, out->metric) != 0 || strcmp(counter, out->counter) != 0) {
+            st = kv_error(KV_ERR_INVALID_ARG, "'%s':%lld: metric '%s' counted by '%s' in a file whose first row has '%s' "
+                                              "counted by '%s'", path, (long long)lineno, metric, counter, out->metric,
+                          out->counter);
         } else if (json_is_array(sm) && json_array_size(sm) > 0) {
             if (out->n == out->cap) {
                 const int nc = out->cap ? out->cap * 2 : 64;
@@ -140,8 +170,8 @@ static kv_status runcmp_read_perf(const char *path, runcmp_samples *out) {
                 for (size_t i = 0; st == KV_OK && i < json_array_size(sm); i++) {
                     const json_t *v = json_array_get(sm, i);
                     if (!json_is_integer(v) || json_integer_value(v) < 0) {
-                        st = kv_error(KV_ERR_INVALID_ARG, "'%s':%lld: samples_ns[%zu] is not a count of ns", path,
-                                      (long long)lineno, i);
+                        st = kv_error(KV_ERR_INVALID_ARG, "'%s':%lld: %s[%zu] is not a count of %s", path,
+                                      (long long)lineno, skey, i, counted ? "instructions" : "ns");
                         break;
                     }
                     r->s[r->n++] = (double)json_integer_value(v);
@@ -178,13 +208,18 @@ static kv_status runcmp_perf_push(kv_runcmp_result *res, const kv_runcmp_perf *p
     return KV_OK;
 }
 
+/* One pair's verdict. Time: significant when the Mann-Whitney U test says
+ * so, a regression when also slower by more than the threshold.
+ * Instructions (counted): a count is the same on every run of one
+ * binary, so any change is real (significant) and one over the threshold
+ * is a regression; there is no p-value (NaN). */
 static void runcmp_pair(const runcmp_sample_row *a, const runcmp_sample_row *b, const kv_runcmp_policy *pol,
-                        kv_runcmp_perf *p) {
+                        bool counted, kv_runcmp_perf *p) {
     memset(p, 0, sizeof *p);
     snprintf(p->case_id, sizeof p->case_id, "%s", b->case_id);
     snprintf(p->backend, sizeof p->backend, "%s", b->backend);
     snprintf(p->variant, sizeof p->variant, "%s", b->variant);
-    p->p = kv_runcmp_mann_whitney_p(a->s, a->n, b->s, b->n);
+    p->p = counted ? NAN : kv_runcmp_mann_whitney_p(a->s, a->n, b->s, b->n);
     p->old_n = a->n;
     p->new_n = b->n;
     p->old_spread = runcmp_spread(a->s, a->n);
@@ -192,7 +227,7 @@ static void runcmp_pair(const runcmp_sample_row *a, const runcmp_sample_row *b, 
     p->old_median = kv_runcmp_median(a->s, a->n);
     p->new_median = kv_runcmp_median(b->s, b->n);
     p->change = p->old_median > 0.0 ? p->new_median / p->old_median - 1.0 : 0.0;
-    p->significant = p->p < pol->perf_alpha;
+    p->significant = counted ? p->change != 0.0 : p->p < pol->perf_alpha;
     p->regression = p->significant && p->change > pol->perf_threshold;
     p->improvement = p->significant && p->change < -pol->perf_threshold;
 }
@@ -228,7 +263,26 @@ kv_status kv_runcmp_perf_dirs(const char *old_dir, const char *new_dir, kv_runcm
         runcmp_samples_free(&b);
         return st;
     }
+    if (a.have_metric && b.have_metric &&
+        (strcmp(a.metric, b.metric) != 0 || strcmp(a.counter, b.counter) != 0)) {
+        /* A time and a count, or counts of two sources (a VM's guest code
+         * against the CPU's retired instructions), are not one quantity. */
+        st = kv_error(KV_ERR_INVALID_ARG, "the perf runs' fingerprints differ: %s: '%s' -> '%s'%s",
+                      strcmp(a.metric, b.metric) != 0 ? "metric" : "counter",
+                      strcmp(a.metric, b.metric) != 0 ? a.metric : a.counter,
+                      strcmp(a.metric, b.metric) != 0 ? b.metric : b.counter,
+                      strcmp(a.metric, b.metric) != 0 ? " (a time and an instruction count are not comparable; run "
+                                                        "both with the same --perf-metric)"
+                                                      : " (two sources count differently; pick one with "
+                                                        "--perf-metric=instructions:SOURCE)");
+        runcmp_samples_free(&a);
+        runcmp_samples_free(&b);
+        return st;
+    }
     res->perf_compared = true;
+    const bool counted = strcmp(b.have_metric ? b.metric : a.metric, "instructions") == 0;
+    snprintf(res->perf_metric, sizeof res->perf_metric, "%s", counted ? "instructions" : "time");
+    snprintf(res->perf_counter, sizeof res->perf_counter, "%s", b.have_metric ? b.counter : a.counter);
     qsort(a.rows, (size_t)a.n, sizeof *a.rows, runcmp_cmp_key);
     double *spread = malloc((size_t)(2 * b.n + 1) * sizeof *spread);
     double *calm = malloc((size_t)(b.n + 1) * sizeof *calm);
@@ -238,7 +292,7 @@ kv_status kv_runcmp_perf_dirs(const char *old_dir, const char *new_dir, kv_runcm
         const runcmp_sample_row *old = bsearch(&b.rows[i], a.rows, (size_t)a.n, sizeof *a.rows, runcmp_cmp_key);
         if (old == NULL) continue;
         kv_runcmp_perf p;
-        runcmp_pair(old, &b.rows[i], res->policy, &p);
+        runcmp_pair(old, &b.rows[i], res->policy, counted, &p);
         spread[ns++] = p.old_spread;
         spread[ns++] = p.new_spread;
         if (!p.significant) calm[nc++] = fabs(p.change);

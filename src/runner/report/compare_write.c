@@ -39,6 +39,38 @@ static void cw_md_cell(FILE *f, const char *s) {
     for (; *s; s++) fputs(*s == '|' ? "\\|" : (*s == '\n' ? " " : (char[]){ *s, 0 }), f);
 }
 
+/* The perf pairs are instruction counts (runner/exec/icount.h). */
+static bool cw_counted(const kv_runcmp_result *res) {
+    return res->perf_compared && strcmp(res->perf_metric, "instructions") == 0;
+}
+
+/* compare.md's perf section of instruction counts: every pair whose
+ * count changed (any change is real), old and new per call. */
+static void cw_md_counts(FILE *f, const kv_runcmp_result *res) {
+    int changed = 0;
+    for (int i = 0; i < res->nperf; i++) changed += res->perf[i].significant;
+    fprintf(f, "## Perf: instructions per call\n\nCounted by %s in both runs. %d (case, backend, variant) pairs in "
+               "both runs, %d with another count: %lld regression%s, %lld improvement%s.\n\n",
+            res->perf_counter, res->nperf, changed, (long long)res->perf_regressions,
+            res->perf_regressions == 1 ? "" : "s", (long long)res->perf_improvements,
+            res->perf_improvements == 1 ? "" : "s");
+    fprintf(f, "Repetition spread (interquartile range / median): median %.1f%%, 90th percentile %.1f%% (0 when "
+               "every call of a variant counted the same).\n\n",
+            100.0 * res->noise_median, 100.0 * res->noise_p90);
+    if (changed == 0) return;
+    fprintf(f, "| verdict | case | backend | variant | old instructions/call | new instructions/call | change |\n"
+               "| --- | --- | --- | --- | --- | --- | --- |\n");
+    for (int i = 0; i < res->nperf; i++) {
+        const kv_runcmp_perf *q = &res->perf[i];
+        if (!q->significant) continue;
+        fprintf(f, "| %s | ", q->regression ? "**perf-regression**" : (q->improvement ? "improvement" : "changed, under threshold"));
+        cw_md_cell(f, q->case_id);
+        fprintf(f, " | %s | %s | %.0f | %.0f | %+.1f%% |\n", q->backend, q->variant, q->old_median, q->new_median,
+                100.0 * q->change);
+    }
+    fputc('\n', f);
+}
+
 kv_status kv_runcmp_write_md(const kv_runcmp_result *res, const char *path) {
     kv_report_file rf;
     kv_status st = kv_report_file_open(&rf, path);
@@ -48,8 +80,12 @@ kv_status kv_runcmp_write_md(const kv_runcmp_result *res, const char *path) {
     fprintf(f, "# Comparison of two runs\n\nOld: `%s`  \nNew: `%s`\n\n", res->old_dir, res->new_dir);
     fprintf(f, "Policy: regressions are a pass that now fails, a pass that is now UNSUPPORTED or SKIP");
     if (p->require_identical[0]) fprintf(f, ", changed bits in `%s`", p->require_identical);
-    fprintf(f, ", and a perf slowdown significant at p < %g and over %g%%.\n\n", p->perf_alpha,
-            100.0 * p->perf_threshold);
+    if (cw_counted(res))
+        fprintf(f, ", and instructions per call (deterministic: no significance test) grown by more than %g%%.\n\n",
+                100.0 * p->perf_threshold);
+    else
+        fprintf(f, ", and a perf slowdown significant at p < %g and over %g%%.\n\n", p->perf_alpha,
+                100.0 * p->perf_threshold);
     const int64_t regs = res->regressions + res->perf_regressions;
     fprintf(f, "**%s**: %lld regression%s.\n\n", regs ? "REGRESSION" : "OK", (long long)regs, regs == 1 ? "" : "s");
     if (res->fp_diff[0]) {
@@ -82,7 +118,9 @@ kv_status kv_runcmp_write_md(const kv_runcmp_result *res, const char *path) {
         }
         fputc('\n', f);
     }
-    if (res->perf_compared) {
+    if (cw_counted(res)) {
+        cw_md_counts(f, res);
+    } else if (res->perf_compared) {
         fprintf(f, "## Perf\n\n%d (case, backend, variant) pairs timed in both runs: %lld regression%s, %lld "
                    "improvement%s.\n\n",
                 res->nperf, (long long)res->perf_regressions, res->perf_regressions == 1 ? "" : "s",
@@ -158,7 +196,15 @@ kv_status kv_runcmp_write_jsonl(const kv_runcmp_result *res, const char *path) {
                                    it->has_new ? kv_result_status_name(it->new_status) : NULL, "transition",
                                    kv_runcmp_kind_name(it->f.kind), "regression", it->f.regression, "outs", outs));
     }
-    for (int i = 0; st == KV_OK && i < res->nperf; i++) {
+    for (int i = 0; st == KV_OK && i < res->nperf && cw_counted(res); i++) {
+        const kv_runcmp_perf *q = &res->perf[i];
+        st = cw_put(&rf, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:f,s:n,s:b,s:b}", "kind", "perf", "metric",
+                                   "instructions", "counter", res->perf_counter, "case_id", q->case_id, "backend",
+                                   q->backend, "variant", q->variant, "old_instructions", (json_int_t)q->old_median,
+                                   "new_instructions", (json_int_t)q->new_median, "change", q->change, "p", "significant",
+                                   q->significant, "regression", q->regression));
+    }
+    for (int i = 0; st == KV_OK && i < res->nperf && !cw_counted(res); i++) {
         const kv_runcmp_perf *q = &res->perf[i];
         st = cw_put(&rf, json_pack("{s:s,s:s,s:s,s:s,s:f,s:f,s:f,s:f,s:b,s:b}", "kind", "perf", "case_id", q->case_id,
                                    "backend", q->backend, "variant", q->variant, "old_median_ns", q->old_median,
@@ -210,7 +256,13 @@ kv_status kv_runcmp_write_junit(const kv_runcmp_result *res, const char *path) {
         fputs("<testcase classname=\"perf\" name=\"", f);
         kv_report_put_escaped(f, q->case_id, true);
         fprintf(f, " [%s/%s]\">", q->backend, q->variant);
-        if (q->regression)
+        if (cw_counted(res) && q->regression)
+            fprintf(f, "<failure message=\"perf-regression: instructions per call %.0f -&gt; %.0f (%+.1f%%)\"/>",
+                    q->old_median, q->new_median, 100.0 * q->change);
+        else if (cw_counted(res))
+            fprintf(f, "<system-out>instructions per call %.0f -&gt; %.0f (%+.1f%%)</system-out>", q->old_median,
+                    q->new_median, 100.0 * q->change);
+        else if (q->regression)
             fprintf(f, "<failure message=\"perf-regression: median %+.1f%%, p=%.2g\"/>", 100.0 * q->change, q->p);
         else
             fprintf(f, "<system-out>median %+.1f%%, p=%.2g</system-out>", 100.0 * q->change, q->p);
@@ -269,6 +321,19 @@ kv_status kv_runcmp_write_html_section(const kv_runcmp_result *res, const char *
         fprintf(rf.f, "<li>%s: ", cw_what(it));
         kv_report_put_escaped(rf.f, it->case_id, false);
         fprintf(rf.f, " %s [%s]</li>", it->check, it->backend);
+        shown++;
+    }
+    for (int i = 0; i < res->nperf && shown < 50; i++) {
+        const kv_runcmp_perf *q = &res->perf[i];
+        if (!q->regression) continue;
+        fputs("<li>perf-regression: ", rf.f);
+        kv_report_put_escaped(rf.f, q->case_id, false);
+        if (cw_counted(res))
+            fprintf(rf.f, " [%s/%s]: instructions per call %.0f -&gt; %.0f (%+.1f%%)</li>", q->backend, q->variant,
+                    q->old_median, q->new_median, 100.0 * q->change);
+        else
+            fprintf(rf.f, " [%s/%s]: median %.0f ns -&gt; %.0f ns (%+.1f%%)</li>", q->backend, q->variant,
+                    q->old_median, q->new_median, 100.0 * q->change);
         shown++;
     }
     fprintf(rf.f, "</ul></section>%s", end_mark);

@@ -9,30 +9,38 @@
 #include "runner/report/plot.h"
 #include "runner/report/report_internal.h"
 
-/* GB/s or GFLOP/s: bytes (FLOPs) per nanosecond. 0 when unknown. */
+/* GB/s or GFLOP/s: bytes (FLOPs) per nanosecond. 0 when unknown, and
+ * for the rows of an instruction count (a rate has a time). */
 static double perf_rate(const kv_perf_row *row) {
     return row->failed || row->median_ns == 0 ? 0.0 : row->work / (double)row->median_ns;
 }
+
+static bool perf_counted(const kv_perf_report *r) { return r->metric == KV_PERF_METRIC_INSTRUCTIONS; }
 
 /* ---- perf.jsonl ---- */
 
 static json_t *perf_num_or_null(double v, bool known) { return known ? json_real(v) : json_null(); }
 
-static json_t *perf_row_json(const kv_perf_row *row) {
+static json_t *perf_row_json(const kv_perf_report *r, const kv_perf_row *row) {
     json_t *o = json_object();
     if (o == NULL) return NULL;
-    const bool t = !row->failed;
+    const bool t = !row->failed, counted = perf_counted(r);
     const double rate = perf_rate(row);
     int bad = 0;
     bad |= json_object_set_new(o, "case_id", json_string(row->case_id));
     bad |= json_object_set_new(o, "op", json_string(row->op));
     bad |= json_object_set_new(o, "backend", json_string(kv_key_name(row->backend)));
     bad |= json_object_set_new(o, "variant", json_string(row->variant));
-    bad |= json_object_set_new(o, "median_ns", t ? json_integer((json_int_t)row->median_ns) : json_null());
-    bad |= json_object_set_new(o, "min_ns", t ? json_integer((json_int_t)row->min_ns) : json_null());
-    bad |= json_object_set_new(o, "max_ns", t ? json_integer((json_int_t)row->max_ns) : json_null());
+    bad |= json_object_set_new(o, "metric", json_string(kv_perf_metric_name(r->metric)));
+    if (counted) bad |= json_object_set_new(o, "counter", json_string(r->counter));
+    bad |= json_object_set_new(o, counted ? "median_instructions" : "median_ns",
+                               t ? json_integer((json_int_t)row->median_ns) : json_null());
+    bad |= json_object_set_new(o, counted ? "min_instructions" : "min_ns",
+                               t ? json_integer((json_int_t)row->min_ns) : json_null());
+    bad |= json_object_set_new(o, counted ? "max_instructions" : "max_ns",
+                               t ? json_integer((json_int_t)row->max_ns) : json_null());
     bad |= json_object_set_new(o, "reps", json_integer(row->reps));
-    bad |= json_object_set_new(o, row->is_flops ? "gflops" : "gbps", perf_num_or_null(rate, rate > 0.0));
+    if (!counted) bad |= json_object_set_new(o, row->is_flops ? "gflops" : "gbps", perf_num_or_null(rate, rate > 0.0));
     bad |= json_object_set_new(o, "speedup", perf_num_or_null(row->speedup, row->speedup > 0.0));
     bad |= json_object_set_new(o, "chosen", json_boolean(row->chosen));
     bad |= json_object_set_new(o, "fastest", json_boolean(row->fastest));
@@ -42,7 +50,7 @@ static json_t *perf_row_json(const kv_perf_row *row) {
         json_t *s = json_array();
         for (int i = 0; s != NULL && i < row->reps; i++)
             bad |= json_array_append_new(s, json_integer((json_int_t)row->samples_ns[i]));
-        bad |= json_object_set_new(o, "samples_ns", s);
+        bad |= json_object_set_new(o, counted ? "samples_instructions" : "samples_ns", s);
     }
     if (bad) {
         json_decref(o);
@@ -56,7 +64,7 @@ kv_status kv_perf_write_jsonl(const kv_perf_report *r, const char *path) {
     kv_status st = kv_report_file_open(&rf, path);
     if (st != KV_OK) return st;
     for (int i = 0; i < r->n; i++) {
-        json_t *o = perf_row_json(&r->rows[i]);
+        json_t *o = perf_row_json(r, &r->rows[i]);
         char *text = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
         json_decref(o);
         if (text == NULL) {
@@ -116,6 +124,14 @@ static void perf_put_head(FILE *f, const kv_perf_report *r) {
           "</head><body>\n<h1>kvrun --mode=perf</h1>\n<table>\n<tr><th>machine</th><td>",
           f);
     kv_report_put_escaped(f, r->machine, false);
+    if (perf_counted(r)) {
+        fprintf(f, "</td></tr>\n<tr><th>metric</th><td>instructions per call (retired, user space), counted by "
+                   "%s</td></tr>\n<tr><th>repetitions</th><td>%d uncounted, then %d counted calls per variant%s; "
+                   "output allocation included</td></tr>\n<tr><th>tuner</th><td>its choice (by time) is marked, not "
+                   "judged by instruction counts</td></tr>\n</table>\n",
+                r->counter, r->warmup, r->reps, r->interleave ? ", in rounds" : ", in a row");
+        return;
+    }
     fprintf(f, "</td></tr>\n<tr><th>repetitions</th><td>%d untimed, then %d timed calls per variant%s; times are "
                "per call, output allocation included</td></tr>\n"
                "<tr><th>tuner</th><td>picked within %d%% of the fastest in %d of %d cases</td></tr>\n</table>\n",
@@ -198,8 +214,38 @@ static int perf_add_plot(kv_plot_batch *pb, const kv_perf_report *r, int first, 
     return k;
 }
 
+/* An instruction-count pair's table: counts per call, no rate. */
+static void perf_put_counts(FILE *f, const kv_perf_report *r, int first, int end) {
+    fputs("<table>\n<tr><th>variant</th><th>instructions (median)</th><th>fewest</th><th>most</th>"
+          "<th>of ref</th><th></th></tr>\n",
+          f);
+    for (int i = first; i < end; i++) {
+        const kv_perf_row *row = &r->rows[i];
+        fprintf(f, "<tr%s><td><code>", row->chosen ? " class=\"chosen\"" : "");
+        kv_report_put_escaped(f, row->variant, false);
+        fputs("</code></td>", f);
+        if (row->failed) {
+            fputs("<td colspan=\"5\">error: ", f);
+            kv_report_put_escaped(f, row->error, false);
+            fputs("</td></tr>\n", f);
+            continue;
+        }
+        fprintf(f, "<td class=\"num\">%llu</td><td class=\"num\">%llu</td><td class=\"num\">%llu</td>",
+                (unsigned long long)row->median_ns, (unsigned long long)row->min_ns, (unsigned long long)row->max_ns);
+        if (row->speedup > 0) fprintf(f, "<td class=\"num\">%.3f</td>", 1.0 / row->speedup);
+        else fputs("<td></td>", f);
+        fprintf(f, "<td>%s%s%s</td></tr>\n", row->chosen ? "chosen" : "", row->chosen && row->fastest ? ", " : "",
+                row->fastest ? "fewest" : "");
+    }
+    fputs("</table>\n", f);
+}
+
 /* The pair's table: absolute times and rates, not only in the plot. */
 static void perf_put_table(FILE *f, const kv_perf_report *r, int first, int end) {
+    if (perf_counted(r)) {
+        perf_put_counts(f, r, first, end);
+        return;
+    }
     const kv_perf_row *row0 = &r->rows[first];
     const kv_limit roof = perf_roof(r, row0);
     const double top = r->limits_measured ? r->limits[roof].median : 0.0;
@@ -247,7 +293,7 @@ kv_status kv_perf_write_html(const kv_perf_report *r, const char *path) {
     }
     for (int i = 0, end; i < r->n; i = end) {
         for (end = i + 1; end < r->n && r->rows[end].case_index == r->rows[i].case_index; end++) plot[end] = -1;
-        plot[i] = perf_add_plot(pb, r, i, end);
+        plot[i] = perf_counted(r) ? -1 : perf_add_plot(pb, r, i, end);
     }
     kv_plot_run(pb);
     kv_report_file rf;
@@ -294,17 +340,29 @@ static void perf_put_ns(FILE *out, uint64_t ns) {
 
 void kv_perf_console(FILE *out, const kv_perf_report *r) {
     int last_case = -1;
+    const bool counted = perf_counted(r);
     for (int i = 0; i < r->n; i++) {
         const kv_perf_row *row = &r->rows[i];
         if (row->case_index != last_case) {
             last_case = row->case_index;
             fprintf(out, "\n%s on %s%s\n", row->case_id, kv_key_name(row->backend),
                     !row->judged ? "" : row->within ? "  [choice within 5%]" : "  [choice NOT within 5%]");
-            fprintf(out, "    %-12s %12s %12s %16s %9s\n", "variant", "median", "min", "rate", "speedup");
+            if (counted)
+                fprintf(out, "    %-12s %14s %14s %14s %9s\n", "variant", "instructions", "fewest", "most", "of ref");
+            else
+                fprintf(out, "    %-12s %12s %12s %16s %9s\n", "variant", "median", "min", "rate", "speedup");
         }
         fprintf(out, "  %c %-12s ", row->chosen ? '*' : ' ', row->variant);
         if (row->failed) {
             fprintf(out, "ERROR %s\n", row->error);
+            continue;
+        }
+        if (counted) {
+            fprintf(out, "%14llu %14llu %14llu ", (unsigned long long)row->median_ns, (unsigned long long)row->min_ns,
+                    (unsigned long long)row->max_ns);
+            if (row->speedup > 0.0) fprintf(out, "%9.3f", 1.0 / row->speedup);
+            else fprintf(out, "%9s", "-");
+            fprintf(out, "%s\n", row->fastest ? "  fewest" : "");
             continue;
         }
         perf_put_ns(out, row->median_ns);
@@ -324,7 +382,10 @@ void kv_perf_console(FILE *out, const kv_perf_report *r) {
     }
     fprintf(out, "perf: %d case%s measured, %d skipped, %d variant error%s\n", r->pairs, r->pairs == 1 ? "" : "s",
             r->skipped, r->errors, r->errors == 1 ? "" : "s");
-    if (r->judged > 0)
+    if (counted)
+        fprintf(out, "instructions per call counted by %s; the tuner's choice (by time) is marked, not judged\n",
+                r->counter);
+    else if (r->judged > 0)
         fprintf(out, "tuner picked within 5%% of the fastest in %d of %d cases (%.0f%%)\n", r->within, r->judged,
                 100.0 * r->within / r->judged);
     else
