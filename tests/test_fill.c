@@ -177,6 +177,53 @@ static void test_real_domains(void **state) {
     kv_case_inputs_free(&in);
 }
 
+/* fill=shifted: the real fill's values moved by C = 2^(floor(p/2) - 2)
+ * on real floating inputs, indices and integers left as real fills them. */
+static void test_shifted(void **state) {
+    (void)state;
+    static const struct {
+        kv_dtype dt;
+        double c;
+    } rows[] = { { KV_F16, 8.0 }, { KV_BF16, 4.0 }, { KV_F32, 1024.0 }, { KV_F64, 16777216.0 } };
+    const kv_shape s2[2] = { { 1, { 200 } }, { 1, { 200 } } };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        kv_case c = kv_test_case_of("add.Tensor", rows[r].dt, 2, s2);
+        kv_case_inputs sh;
+        c.fill = KV_FILL_SHIFTED;
+        make(&c, true, &sh);
+        double lo = 1e300, hi = -1e300;
+        for (int64_t k = 0; k < 200; k++) {
+            const double v = get(sh.tensors[0], k);
+            assert_true(v >= rows[r].c - 2.0 && v <= rows[r].c + 2.0);
+            lo = fmin(lo, v);
+            hi = fmax(hi, v);
+        }
+        /* Spread over the real fill's whole width around C. */
+        assert_true(lo < rows[r].c - 1.5 && hi > rows[r].c + 1.5);
+        kv_case_inputs_free(&sh);
+    }
+    /* An index keeps its range; an integer input is not moved. */
+    const kv_shape si[2] = { { 2, { 8, 4 } }, { 1, { 6 } } };
+    kv_case c = kv_test_case_of("index_select", KV_F32, 2, si);
+    kv_test_case_add_arg(&c, "dim", "0");
+    c.dtypes[1] = KV_I64;
+    c.fill = KV_FILL_SHIFTED;
+    kv_case_inputs in;
+    make(&c, true, &in);
+    for (int64_t k = 0; k < 6; k++) {
+        const double v = get(in.tensors[1], k);
+        assert_true(v >= 0 && v < 8);
+    }
+    for (int64_t k = 0; k < 32; k++) assert_true(get(in.tensors[0], k) >= 1022.0);
+    kv_case_inputs_free(&in);
+    const kv_shape s1[2] = { { 1, { 64 } }, { 1, { 64 } } };
+    c = kv_test_case_of("add.Tensor", KV_I32, 2, s1);
+    c.fill = KV_FILL_SHIFTED;
+    make(&c, true, &in);
+    for (int64_t k = 0; k < 64; k++) assert_true(fabs(get(in.tensors[0], k)) <= 8.0);
+    kv_case_inputs_free(&in);
+}
+
 static void test_index_domains(void **state) {
     (void)state;
     const kv_shape sh[2] = { { 2, { 3, 7 } }, { 1, { 50 } } };
@@ -658,6 +705,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_same_seed_same_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_domains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_domains, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shifted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exact_quarters_and_ints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exact_matmul_is_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_special_values_present, setup, teardown),
