@@ -291,6 +291,32 @@ static void test_narrow_accumulator(void **state) {
     assert_string_equal(fx_run(&f), "rounds toward zero (1 of 64, every error toward zero)");
 }
 
+static void test_one_pass_variance(void **state) {
+    (void)state;
+    fixture f;
+    fx_init(&f, KV_F32);
+    uint8_t within[N];
+    memset(within, 1, sizeof within);
+    /* A whole group off by a few percent, as a cancelled variance makes
+     * every element of its row: errors both ways, many ulps. */
+    for (int k = 8; k < 16; k++) fx_set(&f, k, f.e[k], f.e[k] + (k % 2 ? 300000u : -(uint64_t)200000u));
+    /* No one-pass bound (an op without a variance). */
+    assert_string_equal(fx_run(&f), "");
+    f.in.within_one_pass = within;
+    assert_string_equal(fx_run(&f), "variance by E[x^2] - E[x]^2 (8 of 64 past the bound of a two-pass variance, "
+                                    "every one within the bound of a one-pass variance: error grows with "
+                                    "mean^2/variance)");
+    /* A mismatch even a one-pass variance could not make silences it. */
+    within[11] = 0;
+    assert_string_equal(fx_run(&f), "");
+    within[11] = 1;
+    /* A more exact pattern wins: every error one ulp toward zero. */
+    fx_init(&f, KV_F32);
+    f.in.within_one_pass = within;
+    fx_set(&f, 5, f.e[5], f.e[5] - 1);
+    assert_string_equal(fx_run(&f), "rounds toward zero (1 of 64, every error toward zero)");
+}
+
 static void test_int_wraps(void **state) {
     (void)state;
     fixture f;
@@ -323,10 +349,10 @@ static void test_from_tensors(void **state) {
     assert_non_null(g);
     const kv_cmp_rule exact = { KV_CMP_BITWISE, 0, false, true };
     char buf[256];
-    assert_true(kv_classify_compare(&c, NULL, e, g, NULL, NULL, &exact, NULL, NULL, buf, (int)sizeof buf) > 0);
+    assert_true(kv_classify_compare(&c, NULL, e, g, NULL, NULL, &exact, NULL, NULL, NULL, buf, (int)sizeof buf) > 0);
     assert_string_equal(buf, "rounds toward zero (1 of 6, every error toward zero)");
     /* Equal tensors: nothing to say. */
-    assert_int_equal(kv_classify_compare(&c, NULL, e, e, NULL, NULL, &exact, NULL, NULL, buf, (int)sizeof buf), 0);
+    assert_int_equal(kv_classify_compare(&c, NULL, e, e, NULL, NULL, &exact, NULL, NULL, NULL, buf, (int)sizeof buf), 0);
     /* A subnormal input at the wrong element turns it into DAZ. */
     const float iv[6] = { 1.0f, 1.0f, 1.0f, 1.0f, 1e-40f, 1.0f };
     kv_tensor *x = kv_tensor_from_data(iv, sizes, 2, KV_F32);
@@ -336,11 +362,23 @@ static void test_from_tensors(void **state) {
     in.tensors[0] = x;
     gv[4] = 0.0f;
     kv_tensor *g2 = kv_tensor_from_data(gv, sizes, 2, KV_F32);
-    assert_true(kv_classify_compare(&c, &in, e, g2, NULL, NULL, &exact, NULL, NULL, buf, (int)sizeof buf) > 0);
+    assert_true(kv_classify_compare(&c, &in, e, g2, NULL, NULL, &exact, NULL, NULL, NULL, buf, (int)sizeof buf) > 0);
     assert_string_equal(buf, "treats subnormal inputs as zero (1 of 6, each fed by a subnormal input)");
+    /* Past a per-element bound, within the one-pass variance's bound. */
+    const float fv[6] = { 1.0f, 2.1f, 3.0f, 3.9f, 5.0f, 6.0f };
+    kv_tensor *g3 = kv_tensor_from_data(fv, sizes, 2, KV_F32);
+    const kv_cmp_rule bound = { KV_CMP_BOUND, 0, false, false };
+    const double tight[6] = { 0.01, 0.01, 0.01, 0.01, 0.01, 0.01 }, loose[6] = { 1, 1, 1, 1, 1, 1 };
+    const double mid[6] = { 1, 0.05, 1, 1, 1, 1 };
+    assert_true(kv_classify_compare(&c, NULL, e, g3, NULL, NULL, &bound, tight, NULL, loose, buf, (int)sizeof buf) > 0);
+    assert_string_equal(buf, "variance by E[x^2] - E[x]^2 (2 of 6 past the bound of a two-pass variance, every one "
+                             "within the bound of a one-pass variance: error grows with mean^2/variance)");
+    assert_int_equal(kv_classify_compare(&c, NULL, e, g3, NULL, NULL, &bound, tight, NULL, mid, buf, (int)sizeof buf), 0);
+    assert_int_equal(kv_classify_compare(&c, NULL, e, g3, NULL, NULL, &bound, tight, NULL, NULL, buf, (int)sizeof buf), 0);
+    kv_tensor_release(g3);
     /* Complex outputs are not classified. */
     kv_tensor *z = kv_tensor_from_data(ev, (const int64_t[]){ 3 }, 1, KV_C64);
-    assert_int_equal(kv_classify_compare(&c, NULL, z, z, NULL, NULL, &exact, NULL, NULL, buf, (int)sizeof buf), 0);
+    assert_int_equal(kv_classify_compare(&c, NULL, z, z, NULL, NULL, &exact, NULL, NULL, NULL, buf, (int)sizeof buf), 0);
     kv_tensor_release(z);
     kv_tensor_release(x);
     kv_tensor_release(g2);
@@ -405,6 +443,7 @@ int main(void) {
         cmocka_unit_test(test_ignores_alpha),
         cmocka_unit_test(test_out_alias),
         cmocka_unit_test(test_narrow_accumulator),
+        cmocka_unit_test(test_one_pass_variance),
         cmocka_unit_test(test_int_wraps),
         cmocka_unit_test(test_from_tensors),
         cmocka_unit_test(test_alpha_one),

@@ -177,6 +177,53 @@ static void test_real_domains(void **state) {
     kv_case_inputs_free(&in);
 }
 
+/* fill=shifted: the real fill's values moved by C = 2^(floor(p/2) - 2)
+ * on real floating inputs, indices and integers left as real fills them. */
+static void test_shifted(void **state) {
+    (void)state;
+    static const struct {
+        kv_dtype dt;
+        double c;
+    } rows[] = { { KV_F16, 8.0 }, { KV_BF16, 4.0 }, { KV_F32, 1024.0 }, { KV_F64, 16777216.0 } };
+    const kv_shape s2[2] = { { 1, { 200 } }, { 1, { 200 } } };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        kv_case c = kv_test_case_of("add.Tensor", rows[r].dt, 2, s2);
+        kv_case_inputs sh;
+        c.fill = KV_FILL_SHIFTED;
+        make(&c, true, &sh);
+        double lo = 1e300, hi = -1e300;
+        for (int64_t k = 0; k < 200; k++) {
+            const double v = get(sh.tensors[0], k);
+            assert_true(v >= rows[r].c - 2.0 && v <= rows[r].c + 2.0);
+            lo = fmin(lo, v);
+            hi = fmax(hi, v);
+        }
+        /* Spread over the real fill's whole width around C. */
+        assert_true(lo < rows[r].c - 1.5 && hi > rows[r].c + 1.5);
+        kv_case_inputs_free(&sh);
+    }
+    /* An index keeps its range; an integer input is not moved. */
+    const kv_shape si[2] = { { 2, { 8, 4 } }, { 1, { 6 } } };
+    kv_case c = kv_test_case_of("index_select", KV_F32, 2, si);
+    kv_test_case_add_arg(&c, "dim", "0");
+    c.dtypes[1] = KV_I64;
+    c.fill = KV_FILL_SHIFTED;
+    kv_case_inputs in;
+    make(&c, true, &in);
+    for (int64_t k = 0; k < 6; k++) {
+        const double v = get(in.tensors[1], k);
+        assert_true(v >= 0 && v < 8);
+    }
+    for (int64_t k = 0; k < 32; k++) assert_true(get(in.tensors[0], k) >= 1022.0);
+    kv_case_inputs_free(&in);
+    const kv_shape s1[2] = { { 1, { 64 } }, { 1, { 64 } } };
+    c = kv_test_case_of("add.Tensor", KV_I32, 2, s1);
+    c.fill = KV_FILL_SHIFTED;
+    make(&c, true, &in);
+    for (int64_t k = 0; k < 64; k++) assert_true(fabs(get(in.tensors[0], k)) <= 8.0);
+    kv_case_inputs_free(&in);
+}
+
 static void test_index_domains(void **state) {
     (void)state;
     const kv_shape sh[2] = { { 2, { 3, 7 } }, { 1, { 50 } } };
@@ -461,6 +508,82 @@ static void test_grad_lazy_leaf_off_host(void **state) {
     kv_case_inputs_free(&gold);
 }
 
+/* Off the host an in-place op's self under grad is built without an op
+ * on the device: placed with the copy ABI like the leaf and recorded as
+ * a copy of it (kv_autograd_record_copy). It must be a non-leaf in the
+ * case's layout holding the leaf's values, and an in-place op through it
+ * must give the leaf bit for bit the gradient the host's recorded copy_
+ * gives. Real values and weights in every non-overlapping layout. */
+static void test_grad_mutated_nonleaf_off_host(void **state) {
+    (void)state;
+    const kv_shape sh[2] = { { 2, { 4, 5 } }, { 2, { 4, 5 } } };
+    kv_case c = kv_test_case_of("mul_.Tensor", KV_F32, 2, sh);
+    kv_case_inputs gold;
+    make(&c, true, &gold);
+    assert_int_equal(kv_accel_select_target("cpu"), KV_OK);
+    const kv_layout lays[4] = { KV_LAYOUT_CONTIGUOUS, KV_LAYOUT_TRANSPOSED, KV_LAYOUT_STRIDED, KV_LAYOUT_OFFSET };
+    const kv_device devs[2] = { KV_DEVICE_CPU0, { KV_DEVICE_ACCEL, 0 } };
+    for (int l = 0; l < 4; l++) {
+        kv_tensor *grads[2] = { NULL, NULL };
+        for (int d = 0; d < 2; d++) {
+            kv_tensor *leaf = NULL;
+            kv_tensor *in = kv_lazy_input_build(gold.tensors[0], 0, lays[l], devs[d], true, true, &leaf);
+            if (in == NULL) fail_msg("layout %d on device %d: %s", l, d, kv_last_error_message());
+            assert_non_null(leaf);
+            assert_true(in != leaf);
+            assert_false(kv_tensor_is_leaf(in));
+            assert_true(kv_tensor_requires_grad(in));
+            assert_memory_equal(in->strides, leaf->strides, 2 * sizeof(int64_t));
+            assert_int_equal(in->offset, leaf->offset);
+            if (d == 1) assert_string_equal(kv_tensor_grad_fn_name(in), "CopyBackwards");
+            kv_tensor *hin = kv_backend_copy_to_host(in);
+            assert_non_null(hin);
+            const kv_cmp_rule same = { KV_CMP_BITWISE, 0, false, true };
+            kv_cmp_report vrep;
+            assert_int_equal(kv_compare(gold.tensors[0], hin, &same, NULL, &vrep), KV_OK);
+            assert_int_equal(vrep.mismatched, 0);
+            kv_tensor_release(hin);
+            kv_tensor *w = kv_layout_place(gold.tensors[1], KV_LAYOUT_CONTIGUOUS, devs[d]);
+            assert_non_null(w);
+            if (kv_mul_(in, w) != KV_OK) fail_msg("mul_: %s", kv_last_error_message());
+            if (kv_backward(in, w) != KV_OK) fail_msg("backward: %s", kv_last_error_message());
+            assert_int_equal(kv_lazy_leaf_grad(leaf, &grads[d]), KV_OK);
+            assert_non_null(grads[d]);
+            kv_tensor *h = kv_backend_copy_to_host(grads[d]);
+            kv_tensor_release(grads[d]);
+            grads[d] = h;
+            kv_tensor_release(w);
+            kv_tensor_release(in);
+            kv_tensor_release(leaf);
+        }
+        const kv_cmp_rule strict = { KV_CMP_BITWISE, 0, false, true };
+        kv_cmp_report rep;
+        assert_int_equal(kv_compare(grads[0], grads[1], &strict, NULL, &rep), KV_OK);
+        assert_int_equal(rep.compared, 20);
+        assert_int_equal(rep.mismatched, 0);
+        kv_tensor_release(grads[0]);
+        kv_tensor_release(grads[1]);
+    }
+    assert_int_equal(kv_accel_select_target(NULL), KV_OK);
+    /* What kv_autograd_record_copy refuses, each by name. */
+    kv_tensor *src = kv_clone(gold.tensors[0], NULL), *dst = kv_clone(gold.tensors[0], NULL);
+    assert_int_equal(kv_autograd_record_copy(NULL, src), KV_ERR_INVALID_ARG);
+    assert_int_equal(kv_autograd_record_copy(dst, src), KV_ERR_INVALID_ARG); /* src needs no grad */
+    assert_non_null(strstr(kv_last_error_message(), "'src': does not require grad"));
+    assert_int_equal(kv_tensor_set_requires_grad(src, true), KV_OK);
+    kv_tensor *row = kv_select(gold.tensors[0], 0, 0);
+    assert_int_equal(kv_autograd_record_copy(row, src), KV_ERR_SHAPE);
+    assert_int_equal(kv_autograd_record_copy(dst, src), KV_OK);
+    assert_false(kv_tensor_is_leaf(dst));
+    assert_int_equal(kv_autograd_record_copy(dst, src), KV_ERR_INVALID_ARG); /* dst has history now */
+    assert_non_null(strstr(kv_last_error_message(), "already has autograd history"));
+    kv_error_clear();
+    kv_tensor_release(row);
+    kv_tensor_release(dst);
+    kv_tensor_release(src);
+    kv_case_inputs_free(&gold);
+}
+
 /* Under grad an in-place op's self in an overlapping layout (b, w) is a
  * non-leaf with the leaf's exact strides and values (an as_strided view
  * of a clone of its storage), so a write into it is refused as without
@@ -658,6 +781,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_same_seed_same_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_real_domains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_index_domains, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shifted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exact_quarters_and_ints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exact_matmul_is_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_special_values_present, setup, teardown),
@@ -665,6 +789,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_grad_mutated_input_keeps_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grad_mutated_input_keeps_overlap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grad_lazy_leaf_off_host, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grad_mutated_nonleaf_off_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_broadcast_golden_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_args_boxing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_cases_are_errors, setup, teardown),

@@ -499,7 +499,7 @@ static void test_errors_options(void **state) {
     expect_error("--op=add.out --shape=0x5:4x5:0x5 --out=@0.i\n",
                  "t.case:1:34: add.out: --out=@0.i: input 0 needs at least one dim and an element");
     expect_error("--op=neg --shape=4 --fill=rand\n",
-                 "t.case:1:27: --fill: unknown fill 'rand' (fills: exact, real, special)");
+                 "t.case:1:27: --fill: unknown fill 'rand' (fills: exact, real, special, sweep, shifted)");
     expect_error("--op=neg --shape=4 --seed=-1\n",
                  "t.case:1:27: --seed: expected an unsigned 64-bit decimal, got '-1'");
     expect_error("--op=neg --shape=4 --seed=1,18446744073709551616\n",

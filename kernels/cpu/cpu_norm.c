@@ -7,10 +7,17 @@
  * Everything is computed in f64 like the reference: mean, rstd =
  * 1/sqrt(var + eps), y = ((x - mean) * rstd) * w + b, rounded once. The
  * one-pass variance loses about log2(E[x^2]/var) bits to cancellation,
- * which is exactly the factor q = (Q + eps)/(v + eps) the table's bound
- * (tol_bounds.c) allows for: gamma_{2n+8} * q. Statistics have the
- * input's dtype (the reference's non-mixed case). Mixed f16/bf16 inputs,
- * other dtypes and every error go to the reference. */
+ * a relative error about 2^-53 * n * q, q = (Q + eps)/(v + eps); the
+ * table's bound (tol_bounds.c) allows a two-pass or Welford variance,
+ * gamma_{2n+8} * sqrt(q) with u = 2^-24 for f32 inputs: f64 sums keep an
+ * f32 group within it up to q of about 2^58 (data that differ in their
+ * last f32 bits stay far below). For f64 inputs u is 2^-53 and E[x^2] -
+ * m^2 would leave it wherever the mean is large against the spread
+ * (fill=shifted), so the f64 pass updates Welford's running mean and sum
+ * of squared deviations instead (one pass still, 8 lanes merged by Chan's
+ * formula). Statistics have the input's dtype (the reference's non-mixed
+ * case). Mixed f16/bf16 inputs, other dtypes and every error go to the
+ * reference. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +90,7 @@ static bool nm_stats_scaled(kv_dtype dt, const char *x, int64_t n, double eps, d
 static void nm_stats(kv_dtype dt, const char *x, int64_t n, bool fused, double eps, double *mean, double *rstd,
                      double *scale) {
     *scale = 1.0;
-    double s[LANES] = { 0 }, q[LANES] = { 0 };
+    double s[LANES] = { 0 }, q[LANES] = { 0 }, c[LANES] = { 0 }, w[LANES] = { 0 };
     int64_t i = 0;
     if (dt == KV_F32) {
         const float *f = (const float *)x;
@@ -106,14 +113,22 @@ static void nm_stats(kv_dtype dt, const char *x, int64_t n, bool fused, double e
     } else {
         const double *f = (const double *)x;
         if (fused) {
+            /* Welford per lane: c counts, w the running mean, q the sum of
+             * squared deviations from it. */
             for (; i + LANES <= n; i += LANES)
                 for (int l = 0; l < LANES; l++) {
                     s[l] += f[i + l];
-                    q[l] += f[i + l] * f[i + l];
+                    c[l] += 1.0;
+                    const double d = f[i + l] - w[l];
+                    w[l] += d / c[l];
+                    q[l] += d * (f[i + l] - w[l]);
                 }
             for (; i < n; i++) {
                 s[0] += f[i];
-                q[0] += f[i] * f[i];
+                c[0] += 1.0;
+                const double d = f[i] - w[0];
+                w[0] += d / c[0];
+                q[0] += d * (f[i] - w[0]);
             }
         } else {
             for (; i + LANES <= n; i += LANES)
@@ -125,7 +140,18 @@ static void nm_stats(kv_dtype dt, const char *x, int64_t n, bool fused, double e
     const double sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
     const double m = sum / cnt;
     double var;
-    if (fused) {
+    if (fused && dt == KV_F64) {
+        /* Chan, Golub and LeVeque's merge of the lanes' (count, mean, M2). */
+        double cm = c[0], wm = w[0], m2 = q[0];
+        for (int l = 1; l < LANES; l++) {
+            if (c[l] == 0.0) continue;
+            const double t = cm + c[l], d = w[l] - wm;
+            wm += d * (c[l] / t);
+            m2 += q[l] + d * d * (cm * c[l] / t);
+            cm = t;
+        }
+        var = m2 / cnt;
+    } else if (fused) {
         const double sq = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
         var = sq / cnt - m * m;
         if (var < 0.0) var = 0.0;

@@ -62,6 +62,17 @@ int kv_tensor_output_nr(const kv_tensor *t);
  * before is released. */
 void kv_autograd_share(kv_tensor *dst, const kv_tensor *src);
 
+/* Makes dst a non-leaf whose history is a copy of src (which requires
+ * grad): its grad_fn ("CopyBackwards") passes dst's gradient to src
+ * unchanged. dst must already hold src's values (the caller copied them,
+ * e.g. through a backend's copy ABI), have src's dtype and sizes and no
+ * autograd history. Nothing is dispatched forward or backward, so no op
+ * runs on dst's device: the runner gives an in-place op under grad this
+ * non-leaf in place of a leaf on a device whose backend has no copy_ or
+ * clone kernel. KV_ERR_INVALID_ARG (NULL, src without grad, dst with
+ * history) or KV_ERR_SHAPE (dtype or sizes differ) otherwise. */
+kv_status kv_autograd_record_copy(kv_tensor *dst, kv_tensor *src);
+
 /* ---- backward ---- */
 
 /* Computes the gradient of `root` with respect to every leaf that

@@ -42,7 +42,8 @@ typedef enum kv_fill {
     KV_FILL_EXACT,               /* small dyadic values: results exact in the output dtype */
     KV_FILL_REAL,                /* uniform over the op's domain */
     KV_FILL_SPECIAL,             /* NaN, +-Inf, +-0, subnormals, extremes */
-    KV_FILL_SWEEP                /* a stratified walk over the dtype's bit patterns (accuracy sweeps) */
+    KV_FILL_SWEEP,               /* a stratified walk over the dtype's bit patterns (accuracy sweeps) */
+    KV_FILL_SHIFTED              /* real plus a large offset: mean large against the spread (variances) */
 } kv_fill;
 
 /* Checks a case can request (check=). A bit set: a case runs several. */

@@ -478,7 +478,7 @@ static kv_status kv_fill_check(const kv_option_ctx *ctx, int axis, const kv_spec
     (void)axis;
     kv_fill f;
     if (kv_fill_parse(alt->text, &f) == 0) return KV_OK;
-    return KV_OPT_ERR(ctx, alt->cols[0], "--fill: unknown fill '%s' (fills: exact, real, special)", alt->text);
+    return KV_OPT_ERR(ctx, alt->cols[0], "--fill: unknown fill '%s' (fills: exact, real, special, sweep, shifted)", alt->text);
 }
 
 static kv_status kv_fill_apply(kv_case *c, const kv_option_ctx *ctx, const int *choice) {

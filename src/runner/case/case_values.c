@@ -64,12 +64,13 @@ const char *kv_fill_name(kv_fill f) {
     case KV_FILL_REAL: return "real";
     case KV_FILL_SPECIAL: return "special";
     case KV_FILL_SWEEP: return "sweep";
+    case KV_FILL_SHIFTED: return "shifted";
     }
     return "?";
 }
 
 int kv_fill_parse(const char *text, kv_fill *out) {
-    for (int i = KV_FILL_EXACT; i <= KV_FILL_SWEEP; i++) {
+    for (int i = KV_FILL_EXACT; i <= KV_FILL_SHIFTED; i++) {
         if (strcmp(text, kv_fill_name((kv_fill)i)) == 0) {
             *out = (kv_fill)i;
             return 0;

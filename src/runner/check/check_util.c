@@ -181,7 +181,7 @@ bool kv_check_outputs_identical(const kv_check_ctx *ctx, const kv_case_outputs *
             char diag[KV_RESULT_MESSAGE_MAX / 2];
             int n = 0;
             if (diagnose &&
-                kv_classify_compare(ctx->c, NULL, a->t[i], b->t[i], NULL, NULL, &exact, NULL, NULL, diag,
+                kv_classify_compare(ctx->c, NULL, a->t[i], b->t[i], NULL, NULL, &exact, NULL, NULL, NULL, diag,
                                     (int)sizeof diag) > 0)
                 n = snprintf(msg, (size_t)cap, "likely cause: %s; ", diag);
             if (n < cap) kv_cmp_report_format(&rep, what, msg + n, cap - n);

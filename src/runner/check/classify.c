@@ -134,6 +134,12 @@ static bool p_within_working(const kv_classify_in *in, cls_fmt f, int64_t k, voi
     return in->within_working[k] != 0;
 }
 
+static bool p_within_one_pass(const kv_classify_in *in, cls_fmt f, int64_t k, void *u) {
+    (void)f;
+    (void)u;
+    return in->within_one_pass[k] != 0;
+}
+
 static bool p_int_wrap32(const kv_classify_in *in, cls_fmt f, int64_t k, void *u) {
     (void)f;
     (void)u;
@@ -327,6 +333,12 @@ int kv_classify(const kv_classify_in *in, char *buf, int cap) {
                         m, n);
     /* Last: "within the looser bound" also holds for many small errors of
      * other causes, which the patterns above name more exactly. */
+    if (in->within_one_pass != NULL && cls_all(in, f, p_within_one_pass, NULL))
+        return snprintf(buf, (size_t)cap,
+                        "variance by E[x^2] - E[x]^2 (%" PRId64 " of %" PRId64
+                        " past the bound of a two-pass variance, every one within the bound of a one-pass variance: "
+                        "error grows with mean^2/variance)",
+                        m, n);
     if (in->within_working != NULL && cls_all(in, f, p_within_working, NULL)) {
         const char *dn = in->dtype == KV_BF16 ? "bf16" : in->dtype == KV_F16 ? "f16" : "its output dtype";
         return snprintf(buf, (size_t)cap,

@@ -38,6 +38,10 @@ typedef struct kv_classify_in {
      * flags: the element is within the bound a sum accumulating in the
      * output's own precision meets (kv_tol_bounds_working). */
     const uint8_t *within_working;
+    /* Optional (NULL when the op has no variance), numel flags: the
+     * element is within the bound a norm whose variance is E[x^2] - m^2
+     * in working precision meets (kv_tol_bounds_one_pass). */
+    const uint8_t *within_one_pass;
 } kv_classify_in;
 
 /* Writes the diagnosis ("rounds toward zero (3 of 64, every error toward
@@ -56,11 +60,12 @@ int kv_classify(const kv_classify_in *in, char *buf, int cap);
  * from the case, and writes kv_classify's diagnosis. `alt` (may be NULL):
  * kv_classify_in's, as a host tensor of expected's dtype and shape.
  * `working_bound` (may be NULL): kv_tol_bounds_working's, for
- * within_working. 0 and
+ * within_working; `one_pass_bound` (may be NULL): kv_tol_bounds_one_pass's,
+ * for within_one_pass. 0 and
  * "" when there is none, or the dtype is complex or bool. */
 int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_tensor *expected, const kv_tensor *got,
                         const kv_tensor *alt, const char *alt_what, const kv_cmp_rule *rule, const double *bound,
-                        const double *working_bound, char *buf, int cap);
+                        const double *working_bound, const double *one_pass_bound, char *buf, int cap);
 
 /* The reference's output `i` of the case on ref_in with its Scalar
  * argument "alpha" set to 1, for kv_classify_compare's alt; NULL (no

@@ -76,7 +76,7 @@ static bool ct_input_subnormal(const kv_case_inputs *in, const kv_tensor *out, u
 
 int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_tensor *expected, const kv_tensor *got,
                         const kv_tensor *alt, const char *alt_what, const kv_cmp_rule *rule, const double *bound,
-                        const double *working_bound, char *buf, int cap) {
+                        const double *working_bound, const double *one_pass_bound, char *buf, int cap) {
     if (cap > 0) buf[0] = '\0';
     const kv_dtype dt = expected->dtype;
     if (dt != got->dtype || !kv_same_shape(expected, got) || kv_dtype_is_complex(dt) || dt == KV_BOOL) return 0;
@@ -85,6 +85,7 @@ int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_ten
     uint64_t *e = malloc(sizeof *e * (size_t)n), *g = malloc(sizeof *g * (size_t)n);
     uint8_t *mask = calloc((size_t)n, 1), *sub = calloc((size_t)n, 1);
     uint8_t *wide = working_bound != NULL ? calloc((size_t)n, 1) : NULL;
+    uint8_t *onep = one_pass_bound != NULL ? calloc((size_t)n, 1) : NULL;
     const bool use_alt = alt != NULL && alt->dtype == dt && kv_same_shape(alt, expected) && kv_tensor_data(alt) != NULL;
     uint64_t *a = use_alt ? malloc(sizeof *a * (size_t)n) : NULL;
     int len = 0;
@@ -111,6 +112,10 @@ int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_ten
             for (int64_t k = 0; k < n; k++) wide[k] = !wide[k];
             ci.within_working = wide;
         }
+        if (onep != NULL && kv_compare_mask(expected, got, rule, one_pass_bound, &wrep, onep) == KV_OK) {
+            for (int64_t k = 0; k < n; k++) onep[k] = !onep[k];
+            ci.within_one_pass = onep;
+        }
         uint64_t *tmp = malloc(sizeof *tmp * (size_t)n);
         if (tmp != NULL && ct_input_subnormal(in, expected, tmp, sub)) ci.input_subnormal = sub;
         free(tmp);
@@ -122,6 +127,7 @@ int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_ten
     free(mask);
     free(sub);
     free(wide);
+    free(onep);
     return len;
 }
 

@@ -216,8 +216,8 @@ static const kv_tol_entry tol_table[] = {
       "(x - max) - log S: the subtraction's rounding scales with |x - max| <= |e| + log n and log S "
       "has absolute error gamma_{n+2}: within gamma_{n+6}*(|e| + 2 log n + 1)" },
     { "native_layer_norm", T_FLOAT, KV_TOL_ALWAYS, KV_CMP_BOUND, 0, KV_BOUND_NORM, false, false, false,
-      "mean and variance are sums of n terms; the variance's relative error grows with "
-      "mean(x^2)/var (cancellation), and (x - mean)*rstd inherits it: see tol_bounds.c" },
+      "mean and variance are sums of n terms; a two-pass or Welford variance's relative error "
+      "grows with sqrt(mean(x^2)/var), and (x - mean)*rstd inherits it: see tol_bounds.c" },
     { "native_group_norm", T_FLOAT, KV_TOL_ALWAYS, KV_CMP_BOUND, 0, KV_BOUND_NORM, false, false, false,
       "as native_layer_norm, with n = C/group * HxW per group: see tol_bounds.c" },
     /* ---- joining and indexing ---- */

@@ -119,4 +119,11 @@ kv_status kv_tol_bounds(kv_bound_kind kind, double c_value, const kv_case *c, co
 kv_status kv_tol_bounds_working(kv_bound_kind kind, const kv_case *c, const kv_case_inputs *in,
                                 const kv_tensor *expected, int output, double **out);
 
+/* The bound kv_tol_bounds would give the norms if their variance were
+ * computed as E[x^2] - m^2 in working precision (tol_bounds.c), for the
+ * classifier's "variance by E[x^2] - E[x]^2"; *out NULL (and KV_OK) for
+ * every other kind. */
+kv_status kv_tol_bounds_one_pass(kv_bound_kind kind, const kv_case *c, const kv_case_inputs *in,
+                                 const kv_tensor *expected, int output, double **out);
+
 #endif

@@ -36,7 +36,12 @@
  *            +-largest finite, +-1 for floats; min, max, 0, -1, 1 for
  *            integers; both bools. Input i takes digit i (base the list
  *            length) of the element counter, so a binary op with at least
- *            n^2 elements sees every pair of special values.
+ *            n^2 elements sees every pair of special values;
+ *   shifted  real plus C = 2^(floor(p/2) - 2) (p the significand bits:
+ *            8 for f16, 4 for bf16, 2^10 for f32, 2^24 for f64) on real
+ *            floating inputs of the all, positive and nonzero domains,
+ *            real elsewhere: a mean large against the spread, where a
+ *            variance by E[x^2] - E[x]^2 cancels (docs/diagnosis.md).
  * Index-valued inputs (index_select's index, embedding's indices) and
  * where's condition keep their domain under every mode: an out-of-range
  * index is an error case, not a fill. */

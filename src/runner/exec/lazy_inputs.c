@@ -155,7 +155,20 @@ kv_tensor *kv_lazy_input_build(const kv_tensor *logical, unsigned bits, kv_layou
              * destination of copy_: there the non-leaf is
              * overlapping_nonleaf's view, in the same strides. */
             const bool overlapping = kv_tensor_internal_overlap(placed, NULL) != KV_OVERLAP_NO;
-            if (overlapping) {
+            if (device.type != KV_DEVICE_CPU && !bits && !overlapping) {
+                /* Off the host copy_ and clone would run on the target,
+                 * forward and backward, and a partial backend need not
+                 * have them: the non-leaf is placed from the host values
+                 * with the copy ABI, as the leaf was, and its history
+                 * recorded without an op (kv_autograd_record_copy), so
+                 * its gradient reaches the leaf unchanged. */
+                base = kv_layout_place(logical, layout, device);
+                if (base != NULL && kv_autograd_record_copy(base, placed) != KV_OK) {
+                    kv_tensor_release(base);
+                    base = NULL;
+                }
+                if (base == NULL) st = kv_last_error();
+            } else if (overlapping) {
                 base = overlapping_nonleaf(placed);
                 if (base == NULL) st = kv_last_error();
             } else {

@@ -112,7 +112,7 @@ static kv_status pp_input_line(pp_state *st, const char *s) {
         if (w == e) break;
         snprintf(buf, sizeof buf, "%.*s", (int)(e - w), w);
         if (strncmp(buf, "fill=", 5) == 0) {
-            if (kv_fill_parse(buf + 5, &in->fill) != 0 || in->fill == KV_FILL_SWEEP)
+            if (kv_fill_parse(buf + 5, &in->fill) != 0 || in->fill == KV_FILL_SWEEP || in->fill == KV_FILL_SHIFTED)
                 return PP_ERR(st, w + 5, "unknown fill '%s' (real, exact or special)", buf + 5);
         } else if (strncmp(buf, "domain=", 7) == 0) {
             if (strcmp(buf + 7, "all") == 0) in->domain = KV_DOMAIN_ALL;
