@@ -15,7 +15,7 @@
 
 static kv_ocl_spec spec(kv_ocl_kind kind, const char *fn, kv_dtype in, kv_dtype out, int vw, kv_ocl_layout layout,
                         kv_ocl_gen_version v) {
-    return (kv_ocl_spec){ kind, fn, in, out, vw, layout, v };
+    return (kv_ocl_spec){ kind, fn, in, out, vw, layout, v, 0, 0 };
 }
 
 /* The source for s, which must exist. */
@@ -191,13 +191,17 @@ static void test_program(void **state) {
     assert_true(len > 0);
     /* 4 float dtypes x (4 binary + 4 exact unary + 12 conversions), 3
      * dtypes x 5 libm unary, 4 raw words; 4 kernels (3 widths + strided)
-     * each. */
-    assert_int_equal(nk, 4 * (4 * (4 + 4 + 3) + 3 * 5 + 4));
+     * each. Then 4 float dtypes x (sum, mean, softmax, log_softmax,
+     * layer_norm, mm, addmm) at 3 knob values each. */
+    assert_int_equal(nk, 4 * (4 * (4 + 4 + 3) + 3 * 5 + 4) + 4 * 7 * 3);
+    /* The runtime builds it from a buffer of 1 MiB (ocl_runtime.c). */
+    assert_true(len < (1 << 20));
     int kernels = 0;
-    for (const char *p = prog; (p = strstr(p, "__kernel void ")) != NULL; p++) kernels++;
+    for (const char *p = prog; (p = strstr(p, "__kernel ")) != NULL; p++) kernels++;
     assert_int_equal(kernels, nk);
     const char *names[] = { "kv_b_add_f32_f32_c1(", "kv_b_div_bf16_bf16_s(", "kv_u_tanh_f16_f16_c8(",
-                            "kv_c_copy_f64_bf16_c4(", "kv_c_copy_uchar_uchar_s(" };
+                            "kv_c_copy_f64_bf16_c4(", "kv_c_copy_uchar_uchar_s(", "kv_r_mean_bf16_bf16_w16(",
+                            "kv_s_log_softmax_f64_f64_w256(", "kv_n_layer_norm_f16_f16_w64(", "kv_m_addmm_f32_f32_t4(" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *at = strstr(prog, names[i]);
         if (at == NULL) fail_msg("no kernel %s", names[i]);
@@ -219,12 +223,82 @@ static void test_program(void **state) {
     assert_int_equal(kv_ocl_gen_program(KV_OCL_GEN_V1, small, sizeof small, NULL), -1);
 }
 
+/* The reduction, softmax, norm and matmul families: their knobs, names,
+ * work-group sizes and the text that fixes their numerics. */
+static kv_ocl_spec fam(kv_ocl_kind kind, const char *fn, kv_dtype dt, int wg, int tile, kv_ocl_gen_version v) {
+    return (kv_ocl_spec){ .kind = kind, .fn = fn, .in = dt, .out = dt, .vw = 1, .version = v, .wg = wg, .tile = tile };
+}
+
+static void test_families(void **state) {
+    (void)state;
+    const kv_ocl_gen_version v1 = KV_OCL_GEN_V1;
+    kv_ocl_spec s = fam(KV_OCL_REDUCE, "sum", KV_F16, 64, 0, v1);
+    assert_true(kv_ocl_gen_supports(&s));
+    s.wg = 32; /* knobs: 16, 64, 256 */
+    assert_false(kv_ocl_gen_supports(&s));
+    s = fam(KV_OCL_REDUCE, "sum", KV_I32, 64, 0, v1);
+    assert_false(kv_ocl_gen_supports(&s)); /* integer sums: no template */
+    s = fam(KV_OCL_REDUCE, "prod", KV_F32, 64, 0, v1);
+    assert_false(kv_ocl_gen_supports(&s));
+    s = fam(KV_OCL_REDUCE, "mean", KV_F32, 16, 0, v1);
+    s.out = KV_F64; /* conversions are declined */
+    assert_false(kv_ocl_gen_supports(&s));
+    s = fam(KV_OCL_MATMUL, "mm", KV_BF16, 0, 8, v1);
+    assert_true(kv_ocl_gen_supports(&s));
+    s.tile = 64;
+    assert_false(kv_ocl_gen_supports(&s));
+    s = fam(KV_OCL_SOFTMAX, "softmax", KV_F16, 16, 0, KV_OCL_GEN_V2_DROP_F16);
+    assert_false(kv_ocl_gen_supports(&s));
+    /* Work-groups: a reduction's knob, matmul's tile squared; v2-slow-wg
+     * leaves them alone (their kernels are written for that size). */
+    s = fam(KV_OCL_NORM, "layer_norm", KV_F32, 256, 0, KV_OCL_GEN_V2_SLOW_WG);
+    assert_int_equal(kv_ocl_gen_wg_size(&s), 256);
+    s = fam(KV_OCL_MATMUL, "addmm", KV_F32, 0, 16, KV_OCL_GEN_V2_SLOW_WG);
+    assert_int_equal(kv_ocl_gen_wg_size(&s), 256);
+
+    /* sum: f32 accumulator for f16, a tree of the knob's width. */
+    const char *t = src_of(fam(KV_OCL_REDUCE, "sum", KV_F16, 64, 0, v1));
+    has(t, "kv_r_sum_f16_f16_w64(");
+    has(t, "reqd_work_group_size(64, 1, 1)");
+    has(t, "__local float part[64];");
+    has(t, "acc += (float)kv_ld_f16(a, off);");
+    has(t, "for (int h = 32; h > 0; h >>= 1)");
+    lacks(t, "/ (double)nred");
+    t = src_of(fam(KV_OCL_REDUCE, "mean", KV_F64, 16, 0, v1));
+    has(t, "__local double part[16];");
+    has(t, "kv_st_f64(o, g, (double)part[0] / (double)nred)");
+    /* softmax: NaN wins the max; log_softmax subtracts log(sum). */
+    t = src_of(fam(KV_OCL_SOFTMAX, "softmax", KV_F32, 256, 0, v1));
+    has(t, "if (isnan(x) || x > m) m = isnan(m) ? m : x;");
+    has(t, "acc += exp((float)kv_ld_f32(a, ia + j * sa) - m);");
+    has(t, "exp(d) / sum");
+    t = src_of(fam(KV_OCL_SOFTMAX, "log_softmax", KV_BF16, 16, 0, v1));
+    has(t, "const float ls = log(sum);");
+    has(t, "d - ls");
+    /* layer_norm: the scaling threshold per accumulator, statistics in
+     * double. */
+    t = src_of(fam(KV_OCL_NORM, "layer_norm", KV_F32, 64, 0, v1));
+    has(t, "part[0] > 0x1p40 ?");
+    has(t, "const double rstd_s = 1.0 / sqrt(");
+    t = src_of(fam(KV_OCL_NORM, "layer_norm", KV_F64, 64, 0, v1));
+    has(t, "part[0] > 0x1p500 ?");
+    /* matmul: tiles in local memory; addmm reads self only for beta != 0. */
+    t = src_of(fam(KV_OCL_MATMUL, "mm", KV_F16, 0, 8, v1));
+    has(t, "__local float ta[8][8], tb[8][8];");
+    has(t, "reqd_work_group_size(64, 1, 1)");
+    lacks(t, "beta");
+    t = src_of(fam(KV_OCL_MATMUL, "addmm", KV_F64, 0, 4, v1));
+    has(t, "__local double ta[4][4], tb[4][4];");
+    has(t, "if (beta != 0.0) v = beta * kv_ld_f64(c + c_off, i * cs0 + j * cs1) + v;");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_versions),         cmocka_unit_test(test_supports),
         cmocka_unit_test(test_contiguous_text),  cmocka_unit_test(test_strided_text),
         cmocka_unit_test(test_half_text),        cmocka_unit_test(test_planted_versions),
         cmocka_unit_test(test_options_and_limits), cmocka_unit_test(test_program),
+        cmocka_unit_test(test_families),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

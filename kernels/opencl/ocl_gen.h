@@ -1,5 +1,7 @@
 /* The OpenCL backend's kernel generator: OpenCL C source text from
- * templates, one kernel per (op, dtype, vector width, layout class).
+ * templates, one kernel per (op, dtype, vector width, layout class) for
+ * the elementwise and copy families, per (op, dtype, work-group size or
+ * tile edge) for the reduction, softmax, norm and matmul families.
  *
  * It is plain C with no OpenCL dependency, so tests/test_opencl_gen.c
  * checks the text it writes without a device. The plugin builds what it
@@ -20,7 +22,13 @@
  * is (add, sub, mul, div, sqrt, neg, abs, relu, copies) and within the
  * table's ulp rows elsewhere (exp, log, sin, cos, tanh: OpenCL's double
  * built-ins are within 3 ulp of double, which after rounding to f32 or
- * narrower is at most 1 ulp of the output). */
+ * narrower is at most 1 ulp of the output).
+ *
+ * The reduction, softmax, norm and matmul families accumulate in f32 for
+ * f16, bf16 and f32 (f64 for f64) in work-group trees or tiles, so their
+ * bits are not the reference's: each is within the error bound the suite
+ * derives for its op (src/runner/check/tol_bounds.c), which admits any
+ * summation order (ocl_gen.c says why per family). */
 #ifndef KV_OCL_GEN_H
 #define KV_OCL_GEN_H
 
@@ -51,7 +59,11 @@ const char *kv_ocl_gen_version_list(void);
 typedef enum kv_ocl_kind {
     KV_OCL_BINARY, /* o = f(a, b[, alpha]) over a common shape */
     KV_OCL_UNARY,  /* o = f(a) */
-    KV_OCL_COPY    /* o = a converted to o's dtype (bit moves within one dtype) */
+    KV_OCL_COPY,   /* o = a converted to o's dtype (bit moves within one dtype) */
+    KV_OCL_REDUCE, /* o[k] = sum (mean) of the elements of a reduced into k: a work-group tree */
+    KV_OCL_MATMUL, /* o[p] = a[p] @ b[p] (mm: one batch), tiled through local memory */
+    KV_OCL_SOFTMAX, /* softmax / log_softmax along one dim: max, sum of exp, divide, each a work-group tree */
+    KV_OCL_NORM     /* layer_norm: out, mean, rstd per row, its sums by work-group trees */
 } kv_ocl_kind;
 
 /* Layout classes: every operand contiguous (vectorised), or any strides
@@ -66,6 +78,12 @@ typedef struct kv_ocl_spec {
     int vw;           /* vector width: 1, 4 or 8 (contiguous only; strided uses 1) */
     kv_ocl_layout layout;
     kv_ocl_gen_version version;
+    /* The reduction, softmax and matmul families' knobs (0 elsewhere;
+     * vw and layout unused there): wg, a reduction's or softmax's
+     * work-group size, which is also its trees' width (16, 64 or 256); tile, matmul's tile edge
+     * (4, 8 or 16: work-groups of tile^2 work-items). */
+    int wg;
+    int tile;
 } kv_ocl_spec;
 
 /* Whether the generator has a template for spec (fn known for its kind,
@@ -75,7 +93,10 @@ bool kv_ocl_gen_supports(const kv_ocl_spec *spec);
 /* Kernel names: kv_<b|u|c>_<fn>_<in>_<out>_<c1|c4|c8|s> (binary, unary,
  * copy; contiguous at a width, or strided), the dtypes by tag (f32 f64
  * f16 bf16) or, for same-dtype copies, by the raw word moved (uchar
- * ushort uint ulong). */
+ * ushort uint ulong); kv_r_<sum|mean>_<in>_<out>_w<wg>,
+ * kv_s_<softmax|log_softmax>_<in>_<out>_w<wg>, kv_n_layer_norm_<in>_<out>_w<wg> and
+ * kv_m_mm_<in>_<out>_t<tile> for the reduction, softmax and matmul
+ * families. */
 #define KV_OCL_NAME_MAX 64
 void kv_ocl_gen_kernel_name(const kv_ocl_spec *spec, char *buf, size_t cap);
 
@@ -85,7 +106,24 @@ void kv_ocl_gen_kernel_name(const kv_ocl_spec *spec, char *buf, size_t cap);
  *   binary:  global a, long a_off, global b, long b_off, global o, long o_off, long n, double alpha
  *   unary, copy: global a, long a_off, global o, long o_off, long n
  * then, for the strided class, long ndim, long8 sizes, and one long8 of
- * strides per operand (a[, b], o), all in elements. */
+ * strides per operand (a[, b], o), all in elements.
+ *   reduce:  global a, long a_off, global o, long o_off, long nred,
+ *            long nk, long8 kept sizes, long8 kept strides,
+ *            long nr, long8 reduced sizes, long8 reduced strides
+ *            (one work-group per output element, o contiguous)
+ *   softmax: global a, long a_off, global o, long o_off, long len,
+ *            long nk, long8 kept sizes, long8 a's kept strides, long8 o's,
+ *            long a's stride along dim, long o's (one work-group per slice)
+ *   norm:    global a, long a_off, global w, long w_off, global b, long b_off,
+ *            global o, long o_off, global mean, long mean_off, global rstd,
+ *            long rstd_off, long cols, long nk, long8 row sizes, long8 a's
+ *            row strides, long nn, long8 normalized sizes, long8 a's, w's
+ *            and b's strides over them, long flags (1: w, 2: b), double eps
+ *            (one work-group per row; o, mean, rstd contiguous)
+ *   matmul:  global a, long a_off, global b, long b_off, global o, long o_off,
+ *            long M, long N, long K, long8 strides (a's batch, row, column,
+ *            then b's; o contiguous [batch, M, N]); one work-group per
+ *            (batch, tile row, tile column), row-major. */
 int kv_ocl_gen_source(const kv_ocl_spec *spec, char *buf, size_t cap);
 
 /* The program the plugin builds: every kernel the generator has for
@@ -100,7 +138,10 @@ int kv_ocl_gen_program(kv_ocl_gen_version version, char *buf, size_t cap, int *n
  * sqrt, no fast-math (so the driver keeps IEEE semantics). */
 const char *kv_ocl_gen_build_options(void);
 
-/* The work-group size a launch of spec uses (v2-slow-wg: 1). */
+/* The work-group size a launch of spec uses: 64 for the elementwise
+ * families (v2-slow-wg: 1), the spec's wg for reductions and tile^2 for
+ * matmul (their kernels are written for that size, so v2-slow-wg leaves
+ * them alone). */
 size_t kv_ocl_gen_wg_size(const kv_ocl_spec *spec);
 
 #endif

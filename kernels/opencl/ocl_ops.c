@@ -7,15 +7,20 @@
  *
  * Variants. Every op is a perf_dispatch variant set at this backend's key:
  * "ref" (the host reference staged through copies) and one variant per
- * vector width of the generator (vec1, vec4, vec8: the contiguous class's
- * elements per work-item; strided calls take one element per work-item
- * whatever the variant). The tuner times them per call shape,
+ * value of its family's knob: the vector width of the elementwise and copy
+ * families (vec1, vec4, vec8: the contiguous class's elements per
+ * work-item; strided calls take one element per work-item whatever the
+ * variant), the work-group size of the reductions, softmax and layer norm
+ * (wg16, wg64, wg256), the tile edge of the matrix products (tile4, tile8,
+ * tile16). The tuner times them per call shape,
  * KV_PERFDISPATCH_FORCE=add.Tensor:vec4 pins one, and the runner's untimed
- * rows run vec8, the last registered, wherever it accepts the call. */
+ * rows run the last registered (vec8, wg256, tile16) wherever it accepts
+ * the call. */
 #include <stdio.h>
 #include <string.h>
 
 #include "opencl/opencl.h"
+#include "ref/ref_shared.h"
 
 kv_device_type kv_ocl_type = KV_DEVICE_TYPE_COUNT;
 
@@ -81,7 +86,10 @@ typedef struct ocl_plan {
     kv_dtype out_dt;
     bool preserve; /* copies: memory_format=preserve */
     bool alias;    /* contiguous of a contiguous tensor: self itself */
-    double alpha;
+    double alpha, beta; /* addmm's beta; alpha is add/sub's too */
+    bool reduce[KV_MAX_DIMS]; /* reductions: the dims reduced */
+    bool keepdim;
+    int dim; /* softmax: the dim, wrapped; layer norm: the first normalized dim */
     char why[160];
 } ocl_plan;
 
@@ -137,7 +145,7 @@ static ocl_verdict ocl_binary_plan(const kv_op *op, const kv_stack *stack, int v
         return ocl_refuse(p, OCL_INVALID, "shapes that do not broadcast");
     p->a = a;
     p->b = b;
-    p->spec = (kv_ocl_spec){ KV_OCL_BINARY, ocl_binaries[which].fn, dt, dt, vw, KV_OCL_CONTIG, kv_ocl_version };
+    p->spec = (kv_ocl_spec){ KV_OCL_BINARY, ocl_binaries[which].fn, dt, dt, vw, KV_OCL_CONTIG, kv_ocl_version, 0, 0 };
     const size_t bytes = sizeof(int64_t) * (size_t)p->ndim;
     const bool same = a->ndim == p->ndim && b->ndim == p->ndim && memcmp(a->sizes, p->sizes, bytes) == 0 &&
                       memcmp(b->sizes, p->sizes, bytes) == 0;
@@ -210,7 +218,7 @@ static ocl_verdict ocl_unary_plan(const kv_op *op, const kv_stack *stack, int vw
     if (!kv_ocl_on_device(a)) return ocl_refuse(p, OCL_UNSUPPORTED, "an operand outside its memory");
     if (!ocl_float(a->dtype)) return ocl_refuse(p, OCL_UNSUPPORTED, "this dtype (real float dtypes only)");
     p->a = a;
-    p->spec = (kv_ocl_spec){ KV_OCL_UNARY, fn, a->dtype, a->dtype, vw, KV_OCL_CONTIG, kv_ocl_version };
+    p->spec = (kv_ocl_spec){ KV_OCL_UNARY, fn, a->dtype, a->dtype, vw, KV_OCL_CONTIG, kv_ocl_version, 0, 0 };
     return ocl_check_spec(p);
 }
 
@@ -256,7 +264,7 @@ static int ocl_memory_format(const kv_stack *stack, int slot) {
 static ocl_verdict ocl_copy_plan(ocl_plan *p, const kv_tensor *self, kv_dtype dt, int vw) {
     p->a = self;
     p->out_dt = dt;
-    p->spec = (kv_ocl_spec){ KV_OCL_COPY, "copy", self->dtype, dt, vw, KV_OCL_CONTIG, kv_ocl_version };
+    p->spec = (kv_ocl_spec){ KV_OCL_COPY, "copy", self->dtype, dt, vw, KV_OCL_CONTIG, kv_ocl_version, 0, 0 };
     return ocl_check_spec(p);
 }
 
@@ -329,7 +337,7 @@ static ocl_verdict ocl_copy__plan(const kv_op *op, const kv_stack *stack, int vw
     if (src->storage == self->storage || !kv_tensor_strides_nested(self))
         return ocl_refuse(p, OCL_INVALID, "overlapping or aliased operands");
     p->a = src;
-    p->spec = (kv_ocl_spec){ KV_OCL_COPY, "copy", src->dtype, self->dtype, vw, KV_OCL_CONTIG, kv_ocl_version };
+    p->spec = (kv_ocl_spec){ KV_OCL_COPY, "copy", src->dtype, self->dtype, vw, KV_OCL_CONTIG, kv_ocl_version, 0, 0 };
     return ocl_check_spec(p);
 }
 
@@ -342,6 +350,263 @@ static kv_status ocl_copy__run(const kv_op *op, kv_stack *stack, const ocl_plan 
     h->tensor_bump_version(self);
     h->tensor_retain(self);
     h->stack_return_tensors(stack, &self, 1);
+    return KV_OK;
+}
+
+/* ---- reductions: sum.dim_IntList, mean.dim ---- */
+
+/* sum/mean(self, dim, keepdim, dtype): any dims and strides, the result's
+ * dtype self's own (a dtype argument that converts is declined: the
+ * reference converts each element first). The knob is the work-group
+ * size, the width of the summation tree. */
+static ocl_verdict ocl_reduce_plan(const kv_op *op, const kv_stack *stack, int wg, ocl_plan *p) {
+    const char *name = kv_ocl_host->op_name(op);
+    const bool mean = strcmp(name, "mean.dim") == 0;
+    if (!mean && strcmp(name, "sum.dim_IntList") != 0) return ocl_refuse(p, OCL_UNSUPPORTED, "this op");
+    const kv_tensor *a = kv_arg_tensor(stack, 0);
+    if (a == NULL) return ocl_refuse(p, OCL_INVALID, "no input");
+    if (!kv_ocl_on_device(a)) return ocl_refuse(p, OCL_UNSUPPORTED, "an operand outside its memory");
+    bool given = false;
+    int64_t bad = 0;
+    if (kv_ref_dims_mask(&stack->slots[1], a->ndim, p->reduce, &given, &bad) != KV_REF_DIMS_OK)
+        return ocl_refuse(p, OCL_INVALID, "these dims");
+    if (!kv_arg_is_none(stack, 3) && kv_arg_dtype(stack, 3) != a->dtype)
+        return ocl_refuse(p, OCL_UNSUPPORTED, "a dtype argument that converts (no conversion template)");
+    if (!ocl_float(a->dtype)) return ocl_refuse(p, OCL_UNSUPPORTED, "this dtype (real float dtypes only)");
+    p->a = a;
+    p->keepdim = kv_arg_bool(stack, 2);
+    p->spec = (kv_ocl_spec){ .kind = KV_OCL_REDUCE, .fn = mean ? "mean" : "sum", .in = a->dtype, .out = a->dtype,
+                             .vw = 1, .layout = KV_OCL_CONTIG, .version = kv_ocl_version, .wg = wg };
+    return ocl_check_spec(p);
+}
+
+static kv_status ocl_reduce_run(const kv_op *op, kv_stack *stack, const ocl_plan *p) {
+    const kv_host_api *h = kv_ocl_host;
+    const kv_tensor *a = p->a;
+    int64_t ksz[KV_MAX_DIMS], kst[KV_MAX_DIMS], rsz[KV_MAX_DIMS], rst[KV_MAX_DIMS], sizes[KV_MAX_DIMS];
+    int nk = 0, nr = 0, nd = 0;
+    int64_t nout = 1, nred = 1;
+    for (int d = 0; d < a->ndim; d++) {
+        if (p->reduce[d]) {
+            rsz[nr] = a->sizes[d];
+            rst[nr++] = a->strides[d];
+            nred *= a->sizes[d];
+            if (p->keepdim) sizes[nd++] = 1;
+        } else {
+            ksz[nk] = a->sizes[d];
+            kst[nk++] = a->strides[d];
+            nout *= a->sizes[d];
+            sizes[nd++] = a->sizes[d];
+        }
+    }
+    kv_tensor *out = ocl_empty(sizes, nd, p->spec.out);
+    if (out == NULL) return h->last_error();
+    const kv_ocl_arg args[] = { ocl_t(a),        ocl_t(out), ocl_l(nred),     ocl_l(nk),      ocl_l8(ksz, nk),
+                                ocl_l8(kst, nk), ocl_l(nr),  ocl_l8(rsz, nr), ocl_l8(rst, nr) };
+    const kv_status st = kv_ocl_launch(h->op_name(op), &p->spec, args, (int)(sizeof args / sizeof args[0]),
+                                       nout * (int64_t)p->spec.wg);
+    if (st != KV_OK) {
+        h->tensor_release(out);
+        return st;
+    }
+    h->stack_return_tensors(stack, &out, 1);
+    return KV_OK;
+}
+
+/* ---- softmax: _softmax, _log_softmax ---- */
+
+/* _softmax(self, dim, half_to_float) of a real float dtype, any strides;
+ * a dim out of range and half_to_float (which the reference refuses on
+ * the host, as PyTorch's CPU kernel) go to the reference's error. The
+ * knob is the work-group size. */
+static ocl_verdict ocl_softmax_plan(const kv_op *op, const kv_stack *stack, int wg, ocl_plan *p) {
+    const char *name = kv_ocl_host->op_name(op);
+    const bool logf = strcmp(name, "_log_softmax") == 0;
+    if (!logf && strcmp(name, "_softmax") != 0) return ocl_refuse(p, OCL_UNSUPPORTED, "this op");
+    const kv_tensor *a = kv_arg_tensor(stack, 0);
+    if (a == NULL) return ocl_refuse(p, OCL_INVALID, "no input");
+    if (!kv_ocl_on_device(a)) return ocl_refuse(p, OCL_UNSUPPORTED, "an operand outside its memory");
+    const int64_t lim = a->ndim > 0 ? a->ndim : 1, dim = kv_arg_int(stack, 1);
+    if (dim < -lim || dim >= lim || kv_arg_bool(stack, 2)) return ocl_refuse(p, OCL_INVALID, "this dim or half_to_float");
+    if (!ocl_float(a->dtype)) return ocl_refuse(p, OCL_UNSUPPORTED, "this dtype (real float dtypes only)");
+    p->a = a;
+    /* The dim, wrapped; a 0-dim input is one slice of one element. */
+    p->dim = (int)(dim < 0 ? dim + lim : dim);
+    p->spec = (kv_ocl_spec){ .kind = KV_OCL_SOFTMAX, .fn = logf ? "log_softmax" : "softmax", .in = a->dtype,
+                             .out = a->dtype, .vw = 1, .layout = KV_OCL_CONTIG, .version = kv_ocl_version, .wg = wg };
+    return ocl_check_spec(p);
+}
+
+static kv_status ocl_softmax_run(const kv_op *op, kv_stack *stack, const ocl_plan *p) {
+    const kv_host_api *h = kv_ocl_host;
+    const kv_tensor *a = p->a;
+    kv_tensor *out = ocl_empty(a->sizes, a->ndim, p->spec.out);
+    if (out == NULL) return h->last_error();
+    int64_t ksz[KV_MAX_DIMS], ksa[KV_MAX_DIMS], kso[KV_MAX_DIMS];
+    int nk = 0;
+    int64_t slices = 1;
+    for (int d = 0; d < a->ndim; d++) {
+        if (d == p->dim) continue;
+        ksz[nk] = a->sizes[d];
+        ksa[nk] = a->strides[d];
+        kso[nk++] = out->strides[d];
+        slices *= a->sizes[d];
+    }
+    const int64_t len = a->ndim ? a->sizes[p->dim] : 1;
+    const int64_t sa = a->ndim ? a->strides[p->dim] : 0, so = a->ndim ? out->strides[p->dim] : 0;
+    const kv_ocl_arg args[] = { ocl_t(a),         ocl_t(out),       ocl_l(len), ocl_l(nk), ocl_l8(ksz, nk),
+                                ocl_l8(ksa, nk), ocl_l8(kso, nk), ocl_l(sa),  ocl_l(so) };
+    const kv_status st = kv_ocl_launch(h->op_name(op), &p->spec, args, (int)(sizeof args / sizeof args[0]),
+                                       len > 0 ? slices * (int64_t)p->spec.wg : 0);
+    if (st != KV_OK) {
+        h->tensor_release(out);
+        return st;
+    }
+    h->stack_return_tensors(stack, &out, 1);
+    return KV_OK;
+}
+
+/* ---- native_layer_norm ---- */
+
+/* native_layer_norm(input, normalized_shape, weight?, bias?, eps) of a
+ * real float dtype with weight and bias (when given) of the same dtype,
+ * any strides. Shapes the reference rejects go to its error; a mixed
+ * call (f16/bf16 input, f32 parameters and statistics) is declined. The
+ * knob is the work-group size. */
+static ocl_verdict ocl_norm_plan(const kv_op *op, const kv_stack *stack, int wg, ocl_plan *p) {
+    if (strcmp(kv_ocl_host->op_name(op), "native_layer_norm") != 0) return ocl_refuse(p, OCL_UNSUPPORTED, "this op");
+    const kv_tensor *x = kv_arg_tensor(stack, 0), *w = kv_arg_tensor(stack, 2), *b = kv_arg_tensor(stack, 3);
+    if (x == NULL) return ocl_refuse(p, OCL_INVALID, "no input");
+    if (!kv_ocl_on_device(x) || (w != NULL && !kv_ocl_on_device(w)) || (b != NULL && !kv_ocl_on_device(b)))
+        return ocl_refuse(p, OCL_UNSUPPORTED, "operands outside its memory");
+    const kv_int_list ns = kv_arg_ints(stack, 1);
+    if (ns.n < 1 || !kv_ref_ln_trailing_match(x, ns) || (w != NULL && !kv_ref_sizes_are(w, ns)) ||
+        (b != NULL && !kv_ref_sizes_are(b, ns)))
+        return ocl_refuse(p, OCL_INVALID, "these shapes");
+    if (!ocl_float(x->dtype)) return ocl_refuse(p, OCL_UNSUPPORTED, "this dtype (real float dtypes only)");
+    if ((w != NULL && w->dtype != x->dtype) || (b != NULL && b->dtype != x->dtype))
+        return ocl_refuse(p, OCL_UNSUPPORTED, "mixed dtypes (no template for f32 statistics of f16/bf16)");
+    p->a = x;
+    p->dim = x->ndim - ns.n;
+    p->spec = (kv_ocl_spec){ .kind = KV_OCL_NORM, .fn = "layer_norm", .in = x->dtype, .out = x->dtype, .vw = 1,
+                             .layout = KV_OCL_CONTIG, .version = kv_ocl_version, .wg = wg };
+    return ocl_check_spec(p);
+}
+
+static kv_status ocl_norm_run(const kv_op *op, kv_stack *stack, const ocl_plan *p) {
+    const kv_host_api *h = kv_ocl_host;
+    const kv_tensor *x = p->a, *w = kv_arg_tensor(stack, 2), *b = kv_arg_tensor(stack, 3);
+    const int axis = p->dim, nn = x->ndim - axis;
+    int64_t stat_sizes[KV_MAX_DIMS], rows, cols;
+    kv_ref_ln_split(x, axis, stat_sizes, &rows, &cols);
+    kv_tensor *res[3] = { ocl_empty(x->sizes, x->ndim, x->dtype), NULL, NULL };
+    if (res[0] != NULL) res[1] = ocl_empty(stat_sizes, x->ndim, x->dtype);
+    if (res[1] != NULL) res[2] = ocl_empty(stat_sizes, x->ndim, x->dtype);
+    kv_status st = res[2] != NULL ? KV_OK : h->last_error();
+    if (st == KV_OK) {
+        const int64_t *zn = x->sizes + axis;
+        const kv_ocl_arg args[] = {
+            ocl_t(x),
+            ocl_t(w != NULL ? w : x), /* unread without its flag */
+            ocl_t(b != NULL ? b : x),
+            ocl_t(res[0]),
+            ocl_t(res[1]),
+            ocl_t(res[2]),
+            ocl_l(cols),
+            ocl_l(axis),
+            ocl_l8(x->sizes, axis),
+            ocl_l8(x->strides, axis),
+            ocl_l(nn),
+            ocl_l8(zn, nn),
+            ocl_l8(x->strides + axis, nn),
+            ocl_l8(w != NULL ? w->strides : zn, nn),
+            ocl_l8(b != NULL ? b->strides : zn, nn),
+            ocl_l((w != NULL ? 1 : 0) | (b != NULL ? 2 : 0)),
+            ocl_d(kv_arg_double(stack, 4)),
+        };
+        st = kv_ocl_launch(h->op_name(op), &p->spec, args, (int)(sizeof args / sizeof args[0]),
+                           rows * (int64_t)p->spec.wg);
+    }
+    if (st != KV_OK) {
+        for (int i = 0; i < 3; i++)
+            if (res[i] != NULL) h->tensor_release(res[i]);
+        return st;
+    }
+    h->stack_return_tensors(stack, res, 3);
+    return KV_OK;
+}
+
+/* ---- matrix products: mm, bmm, addmm ---- */
+
+/* mm(self, mat2), bmm(self, mat2) and addmm(self, mat1, mat2, beta,
+ * alpha) of one real float dtype, any strides, addmm's self broadcast;
+ * what the reference rejects (ranks, shapes, dtypes, scalars) goes to its
+ * error. The knob is the tile edge. */
+static ocl_verdict ocl_matmul_plan(const kv_op *op, const kv_stack *stack, int tile, ocl_plan *p) {
+    const kv_host_api *h = kv_ocl_host;
+    const char *name = h->op_name(op);
+    const bool batched = strcmp(name, "bmm") == 0, addmm = strcmp(name, "addmm") == 0;
+    if (!batched && !addmm && strcmp(name, "mm") != 0) return ocl_refuse(p, OCL_UNSUPPORTED, "this op");
+    const int m0 = addmm ? 1 : 0; /* the first matrix's slot */
+    const kv_tensor *a = kv_arg_tensor(stack, m0), *b = kv_arg_tensor(stack, m0 + 1);
+    if (a == NULL || b == NULL) return ocl_refuse(p, OCL_INVALID, "a missing operand");
+    if (!kv_ocl_on_device(a) || !kv_ocl_on_device(b)) return ocl_refuse(p, OCL_UNSUPPORTED, "operands outside its memory");
+    const int nd = batched ? 3 : 2;
+    if (a->ndim != nd || b->ndim != nd || a->dtype != b->dtype || a->sizes[nd - 1] != b->sizes[nd - 2] ||
+        (batched && a->sizes[0] != b->sizes[0]))
+        return ocl_refuse(p, OCL_INVALID, "these shapes or dtypes");
+    if (!ocl_float(a->dtype)) return ocl_refuse(p, OCL_UNSUPPORTED, "this dtype (real float dtypes only)");
+    if (addmm) {
+        const kv_tensor *c = kv_arg_tensor(stack, 0);
+        int64_t cs[2];
+        if (c == NULL || c->dtype != a->dtype || !kv_ref_addmm_self_strides(c, a->sizes[0], b->sizes[1], cs))
+            return ocl_refuse(p, OCL_INVALID, "this self");
+        if (!kv_ocl_on_device(c)) return ocl_refuse(p, OCL_UNSUPPORTED, "operands outside its memory");
+        const kv_scalar beta = kv_arg_scalar(stack, 3), alpha = kv_arg_scalar(stack, 4);
+        if ((beta.kind != KV_SCALAR_INT && beta.kind != KV_SCALAR_DOUBLE) ||
+            (alpha.kind != KV_SCALAR_INT && alpha.kind != KV_SCALAR_DOUBLE))
+            return ocl_refuse(p, OCL_UNSUPPORTED, "a bool or complex beta or alpha");
+        p->alpha = h->scalar_to_double(alpha);
+        p->beta = h->scalar_to_double(beta);
+    }
+    p->a = a;
+    p->b = b;
+    p->ndim = nd;
+    p->spec = (kv_ocl_spec){ .kind = KV_OCL_MATMUL, .fn = addmm ? "addmm" : "mm", .in = a->dtype, .out = a->dtype, .vw = 1,
+                             .layout = KV_OCL_CONTIG, .version = kv_ocl_version, .tile = tile };
+    return ocl_check_spec(p);
+}
+
+static kv_status ocl_matmul_run(const kv_op *op, kv_stack *stack, const ocl_plan *p) {
+    const kv_host_api *h = kv_ocl_host;
+    const kv_tensor *a = p->a, *b = p->b;
+    const int nd = p->ndim;
+    const int64_t batch = nd == 3 ? a->sizes[0] : 1, m = a->sizes[nd - 2], k = a->sizes[nd - 1],
+                  n = b->sizes[nd - 1];
+    const int64_t sizes[3] = { batch, m, n };
+    kv_tensor *out = ocl_empty(nd == 3 ? sizes : sizes + 1, nd, p->spec.out);
+    if (out == NULL) return h->last_error();
+    const int64_t sx[6] = { nd == 3 ? a->strides[0] : 0, a->strides[nd - 2], a->strides[nd - 1],
+                            nd == 3 ? b->strides[0] : 0, b->strides[nd - 2], b->strides[nd - 1] };
+    const int64_t t = p->spec.tile, tiles = batch * ((m + t - 1) / t) * ((n + t - 1) / t);
+    kv_ocl_arg args[12] = { ocl_t(a), ocl_t(b), ocl_t(out), ocl_l(m), ocl_l(n), ocl_l(k), ocl_l8(sx, 6) };
+    int nargs = 7;
+    if (strcmp(p->spec.fn, "addmm") == 0) {
+        const kv_tensor *c = kv_arg_tensor(stack, 0);
+        int64_t cs[2];
+        kv_ref_addmm_self_strides(c, m, n, cs);
+        args[nargs++] = ocl_t(c);
+        args[nargs++] = ocl_l(cs[0]);
+        args[nargs++] = ocl_l(cs[1]);
+        args[nargs++] = ocl_d(p->beta);
+        args[nargs++] = ocl_d(p->alpha);
+    }
+    const kv_status st = kv_ocl_launch(h->op_name(op), &p->spec, args, nargs, tiles * t * t);
+    if (st != KV_OK) {
+        h->tensor_release(out);
+        return st;
+    }
+    h->stack_return_tensors(stack, &out, 1);
     return KV_OK;
 }
 
@@ -366,46 +631,67 @@ static bool ocl_accepts(const kv_op *op, const kv_stack *stack, int vw, ocl_plan
     return kv_ocl_reference_rejects(op, stack);
 }
 
-/* Per op family: a kernel and a predicate per vector width. The widths
- * accept the same calls (a strided call runs one element per work-item
- * whatever the width), so the tuner chooses among all three. */
-#define OCL_VARIANTS(fam, planfn, runfn)                                                                    \
-    static kv_status fam##_vec1(const kv_op *op, kv_keyset ks, kv_stack *stack) {                          \
+/* Per op family: a kernel per value of the family's knob (the vector
+ * width of the elementwise families, a reduction's work-group size,
+ * matmul's tile edge) and one predicate. The knob's values accept the
+ * same calls (a strided call runs one element per work-item whatever the
+ * width), so the tuner chooses among all three. */
+#define OCL_VARIANTS(fam, planfn, runfn, k0, k1, k2)                                                        \
+    static kv_status fam##_k0(const kv_op *op, kv_keyset ks, kv_stack *stack) {                            \
         (void)ks;                                                                                           \
-        return ocl_kernel(op, stack, 1, planfn, runfn);                                                     \
+        return ocl_kernel(op, stack, k0, planfn, runfn);                                                    \
     }                                                                                                       \
-    static kv_status fam##_vec4(const kv_op *op, kv_keyset ks, kv_stack *stack) {                          \
+    static kv_status fam##_k1(const kv_op *op, kv_keyset ks, kv_stack *stack) {                            \
         (void)ks;                                                                                           \
-        return ocl_kernel(op, stack, 4, planfn, runfn);                                                     \
+        return ocl_kernel(op, stack, k1, planfn, runfn);                                                    \
     }                                                                                                       \
-    static kv_status fam##_vec8(const kv_op *op, kv_keyset ks, kv_stack *stack) {                          \
+    static kv_status fam##_k2(const kv_op *op, kv_keyset ks, kv_stack *stack) {                            \
         (void)ks;                                                                                           \
-        return ocl_kernel(op, stack, 8, planfn, runfn);                                                     \
+        return ocl_kernel(op, stack, k2, planfn, runfn);                                                    \
     }                                                                                                       \
-    static bool fam##_ok(const kv_op *op, const kv_stack *stack) { return ocl_accepts(op, stack, 1, planfn); }
+    static bool fam##_ok(const kv_op *op, const kv_stack *stack) { return ocl_accepts(op, stack, k0, planfn); }
 
-OCL_VARIANTS(ocl_binary, ocl_binary_plan, ocl_binary_run)
-OCL_VARIANTS(ocl_unary, ocl_unary_plan, ocl_unary_run)
-OCL_VARIANTS(ocl_clone, ocl_clone_plan, ocl_copy_run)
-OCL_VARIANTS(ocl_contiguous, ocl_contiguous_plan, ocl_copy_run)
-OCL_VARIANTS(ocl_to_copy, ocl_to_copy_plan, ocl_copy_run)
-OCL_VARIANTS(ocl_copy_, ocl_copy__plan, ocl_copy__run)
+OCL_VARIANTS(ocl_binary, ocl_binary_plan, ocl_binary_run, 1, 4, 8)
+OCL_VARIANTS(ocl_unary, ocl_unary_plan, ocl_unary_run, 1, 4, 8)
+OCL_VARIANTS(ocl_clone, ocl_clone_plan, ocl_copy_run, 1, 4, 8)
+OCL_VARIANTS(ocl_contiguous, ocl_contiguous_plan, ocl_copy_run, 1, 4, 8)
+OCL_VARIANTS(ocl_to_copy, ocl_to_copy_plan, ocl_copy_run, 1, 4, 8)
+OCL_VARIANTS(ocl_copy_, ocl_copy__plan, ocl_copy__run, 1, 4, 8)
+OCL_VARIANTS(ocl_reduce, ocl_reduce_plan, ocl_reduce_run, 16, 64, 256)
+OCL_VARIANTS(ocl_softmax, ocl_softmax_plan, ocl_softmax_run, 16, 64, 256)
+OCL_VARIANTS(ocl_norm, ocl_norm_plan, ocl_norm_run, 16, 64, 256)
+OCL_VARIANTS(ocl_matmul, ocl_matmul_plan, ocl_matmul_run, 4, 8, 16)
+
+/* The variants' names, in the order of the knobs above. */
+static const char *const ocl_vec_names[3] = { "vec1", "vec4", "vec8" };
+static const char *const ocl_wg_names[3] = { "wg16", "wg64", "wg256" };
+static const char *const ocl_tile_names[3] = { "tile4", "tile8", "tile16" };
 
 typedef struct ocl_reg {
     const char *op;
-    kv_kernel_fn v1, v4, v8;
+    const char *const *names;
+    kv_kernel_fn k[3];
     bool (*ok)(const kv_op *op, const kv_stack *stack);
 } ocl_reg;
 
-#define OCL_REG(name, fam) { name, fam##_vec1, fam##_vec4, fam##_vec8, fam##_ok }
+#define OCL_REG(name, fam, names) { name, names, { fam##_k0, fam##_k1, fam##_k2 }, fam##_ok }
+#define OCL_VEC(name, fam) OCL_REG(name, fam, ocl_vec_names)
 
 static const ocl_reg ocl_regs[] = {
-    OCL_REG("add.Tensor", ocl_binary), OCL_REG("sub.Tensor", ocl_binary), OCL_REG("mul.Tensor", ocl_binary),
-    OCL_REG("div.Tensor", ocl_binary), OCL_REG("neg", ocl_unary),         OCL_REG("abs", ocl_unary),
-    OCL_REG("relu", ocl_unary),        OCL_REG("sqrt", ocl_unary),        OCL_REG("exp", ocl_unary),
-    OCL_REG("log", ocl_unary),         OCL_REG("sin", ocl_unary),         OCL_REG("cos", ocl_unary),
-    OCL_REG("tanh", ocl_unary),        OCL_REG("clone", ocl_clone),       OCL_REG("contiguous", ocl_contiguous),
-    OCL_REG("_to_copy", ocl_to_copy),  OCL_REG("copy_", ocl_copy_),
+    OCL_VEC("add.Tensor", ocl_binary), OCL_VEC("sub.Tensor", ocl_binary), OCL_VEC("mul.Tensor", ocl_binary),
+    OCL_VEC("div.Tensor", ocl_binary), OCL_VEC("neg", ocl_unary),         OCL_VEC("abs", ocl_unary),
+    OCL_VEC("relu", ocl_unary),        OCL_VEC("sqrt", ocl_unary),        OCL_VEC("exp", ocl_unary),
+    OCL_VEC("log", ocl_unary),         OCL_VEC("sin", ocl_unary),         OCL_VEC("cos", ocl_unary),
+    OCL_VEC("tanh", ocl_unary),        OCL_VEC("clone", ocl_clone),       OCL_VEC("contiguous", ocl_contiguous),
+    OCL_VEC("_to_copy", ocl_to_copy),  OCL_VEC("copy_", ocl_copy_),
+    OCL_REG("sum.dim_IntList", ocl_reduce, ocl_wg_names),
+    OCL_REG("mean.dim", ocl_reduce, ocl_wg_names),
+    OCL_REG("_softmax", ocl_softmax, ocl_wg_names),
+    OCL_REG("_log_softmax", ocl_softmax, ocl_wg_names),
+    OCL_REG("native_layer_norm", ocl_norm, ocl_wg_names),
+    OCL_REG("mm", ocl_matmul, ocl_tile_names),
+    OCL_REG("bmm", ocl_matmul, ocl_tile_names),
+    OCL_REG("addmm", ocl_matmul, ocl_tile_names),
 };
 
 kv_status kv_ocl_register_kernels(void *context, kv_device_type type) {
@@ -420,9 +706,7 @@ kv_status kv_ocl_register_kernels(void *context, kv_device_type type) {
          * untimed mode runs it where no width accepts the call: the host
          * reference on copies, as the backend fallback does. */
         kv_status st = h->tune_register_variant(r->op, key, "ref", h->stage_reference, NULL);
-        if (st == KV_OK) st = h->tune_register_variant(r->op, key, "vec1", r->v1, r->ok);
-        if (st == KV_OK) st = h->tune_register_variant(r->op, key, "vec4", r->v4, r->ok);
-        if (st == KV_OK) st = h->tune_register_variant(r->op, key, "vec8", r->v8, r->ok);
+        for (int k = 0; k < 3 && st == KV_OK; k++) st = h->tune_register_variant(r->op, key, r->names[k], r->k[k], r->ok);
         if (st != KV_OK) return st;
     }
     /* Ops without a kernel here still run on this backend's tensors
