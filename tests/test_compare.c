@@ -335,6 +335,66 @@ static void test_mismatch_listing(void **state) {
     kv_tensor_release(tg);
 }
 
+/* The heat grid counts every wrong element, not the first few: 39 spread
+ * over a [3, 50, 40] output (150 folded rows x 40 columns, so 32 x 32
+ * cells of 4-5 rows by 1-2 columns) land each in the cell worked out
+ * here by hand, and a small output gets a cell per element. */
+static void test_heat_grid(void **state) {
+    (void)state;
+    const int64_t sz[3] = { 3, 50, 40 };
+    enum { N = 3 * 50 * 40 };
+    float *e = calloc(N, sizeof *e), *g = calloc(N, sizeof *g);
+    assert_non_null(e);
+    assert_non_null(g);
+    /* Every 151st element from 0: rows 0, 3, 7, ... across the output. */
+    int wrong = 0;
+    for (int k = 0; k < N; k += 151, wrong++) g[k] = 1.0f;
+    assert_int_equal(wrong, 40);
+    g[0] = 0.0f; /* 39 wrong: the first one is right again */
+    kv_tensor *te = mk_f32(e, sz, 3), *tg = mk_f32(g, sz, 3);
+    kv_cmp_report rep;
+    assert_int_equal(kv_compare(te, tg, &BITWISE, NULL, &rep), KV_OK);
+    assert_int_equal(rep.mismatched, 39);
+    assert_int_equal(rep.nmismatches, KV_RESULT_MAX_MISMATCHES);
+    assert_int_equal(rep.heat.rows, 150);
+    assert_int_equal(rep.heat.cols, 40);
+    assert_int_equal(rep.heat.grows, 32);
+    assert_int_equal(rep.heat.gcols, 32);
+    int sum = 0, cells = 0;
+    for (int c = 0; c < 32 * 32; c++) {
+        sum += rep.heat.cells[c];
+        cells += rep.heat.cells[c] != 0;
+    }
+    assert_int_equal(sum, 39);
+    assert_int_equal(cells, 39);
+    /* Element 151 is row 3, column 31: cell row 3*32/150 = 0, column
+     * 31*32/40 = 24. Element 5889 (39 * 151), row 147, column 9: cell
+     * row 4704/150 = 31, column 288/40 = 7. */
+    assert_int_equal(rep.heat.cells[0 * 32 + 24], 1);
+    assert_int_equal(rep.heat.cells[31 * 32 + 7], 1);
+    assert_int_equal(rep.heat.cells[0], 0);
+    kv_check_result r;
+    memset(&r, 0, sizeof r);
+    kv_cmp_report_to_result(&rep, &r);
+    assert_memory_equal(&r.heat, &rep.heat, sizeof r.heat);
+    kv_tensor_release(te);
+    kv_tensor_release(tg);
+    /* [4, 5]: a cell per element, the wrong one where it is. */
+    const int64_t small[2] = { 4, 5 };
+    for (int k = 0; k < 20; k++) g[k] = 0.0f;
+    g[13] = 2.0f;
+    te = mk_f32(e, small, 2);
+    tg = mk_f32(g, small, 2);
+    assert_int_equal(kv_compare(te, tg, &BITWISE, NULL, &rep), KV_OK);
+    assert_int_equal(rep.heat.grows, 4);
+    assert_int_equal(rep.heat.gcols, 5);
+    assert_int_equal(rep.heat.cells[2 * 5 + 3], 1);
+    kv_tensor_release(te);
+    kv_tensor_release(tg);
+    free(e);
+    free(g);
+}
+
 /* Mismatches that are all Inf or NaN leave the finite-pair maxima at 0:
  * the summary must say how many there are rather than read "max abs err
  * 0" beside a count of differing elements. */
@@ -687,6 +747,7 @@ int main(void) {
         cmocka_unit_test(test_dtype_shape_mismatch),
         cmocka_unit_test(test_strided_got),
         cmocka_unit_test(test_mismatch_listing),
+        cmocka_unit_test(test_heat_grid),
         cmocka_unit_test(test_unit_roundoff_and_gamma),
         cmocka_unit_test(test_table_covers_every_op),
         cmocka_unit_test(test_backend_overrides),

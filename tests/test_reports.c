@@ -16,7 +16,9 @@
 #include "runner/report/baseline.h"
 #include "runner/report/merge.h"
 #include "runner/report/report.h"
+#include "runner/report/report_agg.h"
 #include "runner/check/result.h"
+#include "runner/check/tolerance.h"
 
 /* ---- helpers ---- */
 
@@ -98,6 +100,10 @@ static kv_check_result mul_failure(void) {
     r.nmismatches = 1;
     r.mismatches[0] = (kv_mismatch){ .index = { 1, 2 }, .ndim = 2, .expected = 1, .got = 1.5, .abs_err = 0.5,
                                      .rel_err = 0.5, .ulps = 4194304 };
+    /* [0,0] and [1,2] wrong: a cell per element of the 2 x 3 output. */
+    r.heat = (kv_heat){ .rows = 2, .cols = 3, .grows = 2, .gcols = 3 };
+    r.heat.cells[0] = 1;
+    r.heat.cells[1 * 3 + 2] = 1;
     return r;
 }
 
@@ -472,6 +478,7 @@ static void assert_same_result(const kv_check_result *a, const kv_check_result *
         assert_true(same_double(x->rel_err, y->rel_err));
         assert_true(same_double(x->ulps, y->ulps));
     }
+    assert_memory_equal(&a->heat, &b->heat, sizeof a->heat);
 }
 
 static kv_result_list rich_list(void) {
@@ -494,6 +501,11 @@ static kv_result_list rich_list(void) {
         m->rel_err = 1e-300 * i;
         m->ulps = i == 5 ? -1 : (double)(INT64_C(1) << 52) + i;
     }
+    /* A heat grid with its first, last and a saturated cell. */
+    a.heat = (kv_heat){ .rows = INT64_C(1) << 33, .cols = 40, .grows = 32, .gcols = 32 };
+    a.heat.cells[0] = 1;
+    a.heat.cells[33] = 7;
+    a.heat.cells[32 * 32 - 1] = UINT16_MAX;
     push(&l, a);
     kv_check_result b = mk("add.Tensor(dtype=bf16,shape=[],device=accel,lazy=conj@0)", "add.Tensor",
                            "variants:accel/fast", "accel", KV_BF16, KV_RESULT_XPASS, "");
@@ -763,6 +775,30 @@ static void test_merge_malformed(void **state) {
           "\"status\":\"PASS\",\"message\":\"\",\"repro\":\"\",\"seconds\":0,\"compared\":0,\"mismatched\":0,"
           "\"max_abs_err\":0,\"max_ulps\":-1,\"mismatches\":[],\"extra\":1}\n",
           "unknown key \"extra\"" },
+        { "{\"case_id\":\"b\",\"op\":\"b\",\"check\":\"golden\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+          "\"status\":\"FAIL\",\"message\":\"\",\"seconds\":0,\"compared\":20,\"mismatched\":1,"
+          "\"max_abs_err\":1,\"max_ulps\":1,\"mismatches\":[],\"heat\":[4,5,3,5,0,1]}\n",
+          "a 3x5 grid does not fit an output of 4 x 5" },
+        { "{\"case_id\":\"b\",\"op\":\"b\",\"check\":\"golden\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+          "\"status\":\"FAIL\",\"message\":\"\",\"seconds\":0,\"compared\":20,\"mismatched\":1,"
+          "\"max_abs_err\":1,\"max_ulps\":1,\"mismatches\":[],\"heat\":[4,5,4,5,20,1]}\n",
+          "\"heat\"[4]: cell 20 of 20" },
+        { "{\"case_id\":\"b\",\"op\":\"b\",\"check\":\"golden\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+          "\"status\":\"FAIL\",\"message\":\"\",\"seconds\":0,\"compared\":20,\"mismatched\":1,"
+          "\"max_abs_err\":1,\"max_ulps\":1,\"mismatches\":[],\"heat\":[4,5,4,5,2,0]}\n",
+          "count 0 (1..65535)" },
+        { "{\"case_id\":\"b\",\"op\":\"b\",\"check\":\"golden\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+          "\"status\":\"FAIL\",\"message\":\"\",\"seconds\":0,\"compared\":20,\"mismatched\":1,"
+          "\"max_abs_err\":1,\"max_ulps\":1,\"mismatches\":[],\"heat\":[4,5,4,5,2]}\n",
+          "expected [rows, cols, grows, gcols, cell, count, ...], got 5 numbers" },
+        { "{\"case_id\":\"b\",\"op\":\"b\",\"check\":\"golden\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+          "\"status\":\"FAIL\",\"message\":\"\",\"seconds\":0,\"compared\":20,\"mismatched\":1,"
+          "\"max_abs_err\":1,\"max_ulps\":1,\"mismatches\":[],\"heat\":[4,5,4,-5]}\n",
+          "\"heat\"[3]: expected an integer >= 0" },
+        { "{\"case_id\":\"b\",\"op\":\"b\",\"check\":\"golden\",\"backend\":\"cpu\",\"dtype\":\"f32\","
+          "\"status\":\"FAIL\",\"message\":\"\",\"seconds\":0,\"compared\":20,\"mismatched\":1,"
+          "\"max_abs_err\":1,\"max_ulps\":1,\"mismatches\":[],\"heat\":{}}\n",
+          "\"heat\": expected an array, got an object" },
     };
     kv_result_list out = { 0 };
     push(&out, a);
@@ -1000,13 +1036,79 @@ static void test_html(void **state) {
      * installs it) the sentence saying so; the failure gets its heat map */
     const char *plots = after(html, "<h2 id=\"errors\">");
     if (strstr(plots, "<svg") == NULL) after(plots, "gnuplot is not installed");
-    const char *heat = strstr(fail_pos, "<svg");
-    if (heat == NULL) heat = after(fail_pos, "class=\"noplot\"");
+    const char *heat = after(fail_pos, "<svg class=\"heat\"");
     assert_true(heat < after(html, "<h2 id=\"matrix\">"));
+    /* both wrong elements, each in its cell, all of each cell wrong */
+    after(heat, "<path fill=\"#4a148c\" d=\"M0 0h1v1h-1zM2 1h1v1h-1z\"/>");
+    after(heat, "2 of 6 elements differ. The whole output, 2 rows");
     assert_null(strstr(html, "<link"));
     assert_null(strstr(html, "src="));
     free(html);
     kv_result_list_free(&l);
+    free(path);
+    remove_tree(dir);
+}
+
+/* A run with 10,000 failing rows, each as large as a row gets (a full
+ * message ending in a tolerance rationale, a full repro line, 8
+ * mismatches, a wholly wrong 32 x 32 heat grid; 250 groups), still gives a
+ * report.html within 1 MiB, the limit tests/html_render.sh holds pages
+ * to: the writer's card count and byte budget (report_html.c) keep it
+ * there. The rationale is given once, each card names its rule. */
+static void test_html_many_failures(void **state) {
+    (void)state;
+    char *dir = make_tmpdir();
+    char *path = path_in(dir, "report.html");
+    const kv_tol_entry *e = kv_tol_lookup("exp", KV_F32, NULL);
+    assert_non_null(e);
+    kv_report_agg a;
+    kv_report_agg_init(&a);
+    kv_check_result *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    enum { ROWS = 10000 };
+    for (int i = 0; i < ROWS; i++) {
+        memset(r, 0, sizeof *r);
+        snprintf(r->op, sizeof r->op, "op%03d", i % 250);
+        int n = snprintf(r->case_id, sizeof r->case_id, "%s(dtype=f32,shape=[64,64],layout=t,", r->op);
+        while (n < (int)sizeof r->case_id - 8) n += snprintf(r->case_id + n, sizeof r->case_id - (size_t)n, "x%d,", i);
+        snprintf(r->check, sizeof r->check, "variants:npu");
+        snprintf(r->backend, sizeof r->backend, "npu");
+        r->dtype = KV_F32;
+        r->status = KV_RESULT_FAIL;
+        n = snprintf(r->message, sizeof r->message, "output 0: 4096 of 4096 elements differ (max abs err 1, max ulp 9) ");
+        while (n < (int)sizeof r->message - (int)strlen(e->reason) - 20) n += snprintf(r->message + n, sizeof r->message - (size_t)n, "<&>");
+        snprintf(r->message + n, sizeof r->message - (size_t)n, " [ulp:2: %s]", e->reason);
+        memset(r->repro, 'r', sizeof r->repro - 1);
+        r->compared = r->mismatched = 4096;
+        r->max_abs_err = 1;
+        r->max_ulps = 9;
+        r->nmismatches = KV_RESULT_MAX_MISMATCHES;
+        for (int k = 0; k < KV_RESULT_MAX_MISMATCHES; k++)
+            r->mismatches[k] = (kv_mismatch){ .index = { k, 63 - k }, .ndim = 2, .expected = 1.0 / 3, .got = -2.0 / 3,
+                                              .abs_err = 1, .rel_err = 3, .ulps = 9 };
+        r->heat = (kv_heat){ .rows = 64, .cols = 64, .grows = 32, .gcols = 32 };
+        for (int k = 0; k < 32 * 32; k++) r->heat.cells[k] = 4;
+        assert_int_equal(kv_report_agg_add(&a, r), KV_OK);
+    }
+    kv_report_agg_finish(&a);
+    assert_int_equal(kv_report_html_agg(&a, NULL, path), KV_OK);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    if (st.st_size > 1024 * 1024) fail_msg("report.html of %d failing rows: %lld bytes, over 1 MiB", ROWS, (long long)st.st_size);
+    char *html = slurp(path);
+    /* some cards with heat maps, the rest counted; the rationale once */
+    after(html, "<div class=\"problem\" id=\"f0\">");
+    after(html, "<svg class=\"heat\"");
+    after(html, "more failing rows: every one is in");
+    /* its tail: the page escapes an apostrophe the rationale may have */
+    const char *tail = strrchr(e->reason, '\'') ? strrchr(e->reason, '\'') + 1 : e->reason;
+    const char *why = after(html, tail);
+    assert_null(strstr(why + 1, tail));
+    after(html, "<td><a href=\"#tol0\">ulp:2</a></td>");
+    after(html, "<dt id=\"tol0\"><b>ulp:2</b>");
+    free(html);
+    kv_report_agg_free(&a);
+    free(r);
     free(path);
     remove_tree(dir);
 }
@@ -1082,6 +1184,7 @@ int main(void) {
         cmocka_unit_test(test_merge_malformed), cmocka_unit_test(test_baseline_apply),
         cmocka_unit_test(test_baseline_backend_and_notes),
         cmocka_unit_test(test_baseline_malformed), cmocka_unit_test(test_html),
+        cmocka_unit_test(test_html_many_failures),
         cmocka_unit_test(test_matrix_md),       cmocka_unit_test(test_write_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

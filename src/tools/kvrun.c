@@ -19,6 +19,7 @@
 #include "kv/op_ids.h"
 #include "runner/runner.h"
 #include "runner/check/tol_backend.h"
+#include "runner/check/row_select.h"
 #include "runner/case/suggest.h"
 #include "runner/report/compare_runs.h"
 
@@ -186,6 +187,7 @@ static const kv_flag kv_flags[] = {
     { "failed-first", KV_FLAG_BOOL, false },
     { "require-support", KV_FLAG_BOOL, false },
     { "tolerances", KV_FLAG_VALUE, false },
+    { "only-backend", KV_FLAG_VALUE, true }, { "only-check", KV_FLAG_VALUE, true },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -423,6 +425,10 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->o.baseline_path = v;
     } else if (strcmp(n, "tolerances") == 0) {
         c->tolerances = v;
+    } else if (strcmp(n, "only-backend") == 0 || strcmp(n, "only-check") == 0) {
+        /* Checked against the run's backends and checks in kv_driver_run. */
+        if ((n[5] == 'b' ? kv_row_select_add_backends(v) : kv_row_select_add_checks(v)) != 0)
+            return kv_usage_error("'%s': --%s takes NAME[,NAME...] (no empty name, at most 16, each under 64 bytes)", arg, n);
     } else if (strcmp(n, "merge") == 0) {
         c->merge = true;
     } else if (strcmp(n, "compare") == 0 || strcmp(n, "require-identical") == 0 || strcmp(n, "perf-threshold") == 0) {

@@ -10,6 +10,7 @@
 
 #include "kv/tune.h"
 #include "runner/check/check_util.h"
+#include "runner/check/row_select.h"
 #include "runner/exec/inflight.h"
 #include "runner/program/program.h"
 #include "runner/report/dump.h"
@@ -69,8 +70,29 @@ static void check_fpenv_row(const kv_check_ctx *ctx, const char *check) {
  * The tune check, which judges the tuner's pick itself, leaves the mode.
  * (Set here rather than in a wrapper: a frame more would push the test
  * frames that tests/memcheck.supp names out of Valgrind's stack depth.) */
+/* --only-backend / --only-check (row_select.h): drops the case's rows
+ * from `at` on that the selection leaves out; when none is left, one SKIP
+ * row says so (a case with no row reads as a worker that could not run
+ * it). */
+static void check_row_select(kv_check_ctx *ctx, int at) {
+    if (!kv_row_select_active()) return;
+    kv_result_list *rl = ctx->results;
+    int m = at;
+    for (int j = at; j < rl->n; j++)
+        if (kv_row_select_keep(&rl->items[j])) rl->items[m++] = rl->items[j];
+    rl->n = m;
+    if (m > at) return;
+    char sel[192];
+    kv_row_select_describe(sel, (int)sizeof sel);
+    kv_check_result r;
+    kv_check_result_begin(&r, ctx, "selection", NULL);
+    kv_check_result_set(&r, KV_RESULT_SKIP, "no row of this case is selected by%s", sel);
+    (void)kv_result_list_push(rl, &r);
+}
+
 void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *results) {
     if (c == NULL || results == NULL) return;
+    const int first_row = results->n;
     const bool was_untimed = kv_tune_untimed_mode_set(true);
     static const kv_run_env no_env = { NULL, false, NULL, KV_GOLDEN_MODE_AUTO };
     kv_check_ctx ctx = { c, NULL, env ? env : &no_env, results };
@@ -78,6 +100,7 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
     if (c->program[0] != '\0') {
         kv_check_program_run(&ctx);
         check_fpenv_row(&ctx, "program");
+        check_row_select(&ctx, first_row);
         kv_tune_untimed_mode_set(was_untimed);
         return;
     }
@@ -113,7 +136,7 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
     const int case_at = results->n;
     for (int i = 0; i < KV_CHECKS_N; i++) {
         const kv_check *k = &kv_checks[i];
-        if (!(checks & (1u << k->kind))) continue;
+        if (!(checks & (1u << k->kind)) || !kv_row_select_check_kind(k->name)) continue;
         const int at = results->n;
         kv_error_clear();
         const double t0 = check_now();
@@ -127,6 +150,7 @@ void kv_case_run(const kv_case *c, const kv_run_env *env, kv_result_list *result
         const int added = results->n - at;
         for (int j = at; j < results->n; j++) results->items[j].seconds = dt / (added > 0 ? added : 1);
     }
+    check_row_select(&ctx, case_at);
     /* Checks that do not apply to a case add no row (threads on a case
      * that expects an error or has no plugin kernel): one SKIP row says
      * so, or the runner would read a case with no rows as a worker that

@@ -30,6 +30,7 @@
 #include "runner/check/check_util.h"
 #include "runner/check/classify.h"
 #include "runner/check/compare.h"
+#include "runner/check/row_select.h"
 #include "runner/check/tolerance.h"
 #include "runner/exec/inflight.h"
 
@@ -236,8 +237,10 @@ static bool backend_is_kernel_backend(kv_key key) {
 
 void kv_check_each_backend(const kv_check_ctx *ctx, kv_check_backend_fn fn, void *user) {
     const kv_case *c = ctx->c;
+    /* --only-backend: the others are not run at all (row_select.h). */
     if (c->device.type != KV_DEVICE_CPU) {
-        backend_all(ctx, kv_device_key(c->device), fn, user);
+        if (kv_row_select_backend(kv_check_backend_label(kv_device_key(c->device))))
+            backend_all(ctx, kv_device_key(c->device), fn, user);
         return;
     }
     for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
@@ -249,6 +252,7 @@ void kv_check_each_backend(const kv_check_ctx *ctx, kv_check_backend_fn fn, void
         /* A backend whose kernel crashed or hung this case already has its
          * row (runner/exec/inflight.h); this is the rerun without it. */
         if (kv_inflight_excluded() & kv_keyset_of((kv_key)k)) continue;
+        if (!kv_row_select_backend(kv_check_backend_label((kv_key)k))) continue;
         backend_all(ctx, (kv_key)k, fn, user);
     }
     /* A plugin that loaded but cannot run here (CUDA without a GPU): one
@@ -257,7 +261,8 @@ void kv_check_each_backend(const kv_check_ctx *ctx, kv_check_backend_fn fn, void
     for (int i = 0; i < kv_backend_count(); i++) {
         const kv_backend_info *b = kv_backend_at(i);
         if (b->state != KV_BACKEND_UNAVAILABLE || (int)b->device_type >= KV_BACKEND_KEY_COUNT ||
-            kv_backend_find(b->device_type) != b || kv_allocator_for(b->device_type) != NULL)
+            kv_backend_find(b->device_type) != b || kv_allocator_for(b->device_type) != NULL ||
+            !kv_row_select_backend(kv_check_backend_label((kv_key)b->device_type)))
             continue;
         fn(ctx, (kv_key)b->device_type, NULL, user);
     }

@@ -207,6 +207,24 @@ static const char *cmp_elem_ptr(const kv_tensor *t, const char *base, const int6
     return base + off * (int64_t)kv_dtype_size(t->dtype);
 }
 
+/* The heat grid of an output of `nd` dims (result.h): leading dims folded
+ * into rows, a cell per element up to KV_HEAT_GRID each way. */
+static void cmp_heat_init(kv_heat *h, const int64_t *sizes, int nd) {
+    h->cols = nd > 0 ? sizes[nd - 1] : 1;
+    h->rows = 1;
+    for (int d = 0; d + 1 < nd; d++) h->rows *= sizes[d];
+    h->grows = h->rows < KV_HEAT_GRID ? (int)h->rows : KV_HEAT_GRID;
+    h->gcols = h->cols < KV_HEAT_GRID ? (int)h->cols : KV_HEAT_GRID;
+}
+
+/* Counts the wrong element at row-major position k. The products stay in
+ * int64: k < rows * cols, and the grid is at most 32 wide. */
+static void cmp_heat_add(kv_heat *h, int64_t k) {
+    const int64_t r = k / h->cols, c = k % h->cols;
+    const int cell = (int)(r * h->grows / h->rows) * h->gcols + (int)(c * h->gcols / h->cols);
+    if (h->cells[cell] < UINT16_MAX) h->cells[cell]++;
+}
+
 static kv_status cmp_run(const kv_tensor *expected, const kv_tensor *got, const kv_cmp_rule *rule,
                          const double *bound, kv_cmp_report *rep, uint8_t *mask) {
     if (rep == NULL || rule == NULL || expected == NULL || got == NULL)
@@ -231,6 +249,7 @@ static kv_status cmp_run(const kv_tensor *expected, const kv_tensor *got, const 
     const char *eb = kv_tensor_data(expected), *gb = kv_tensor_data(got);
     if (eb == NULL || gb == NULL)
         return kv_error(KV_ERR_DEVICE, "compare: a tensor's memory is not host-addressable");
+    cmp_heat_init(&rep->heat, expected->sizes, expected->ndim);
     const kv_dtype dt = expected->dtype;
     const kv_dtype rd = kv_dtype_to_real(dt);
     const bool is_int = kv_dtype_is_integral(dt, true);
@@ -270,6 +289,7 @@ static kv_status cmp_run(const kv_tensor *expected, const kv_tensor *got, const 
         if (!is_int && ulps > rep->max_ulps) rep->max_ulps = ulps;
         if (!match) {
             rep->mismatched++;
+            cmp_heat_add(&rep->heat, k);
             if (!isfinite(abs_err)) rep->nonfinite_mismatched++;
             if (rep->nmismatches < KV_RESULT_MAX_MISMATCHES) {
                 kv_mismatch *m = &rep->mismatches[rep->nmismatches++];
@@ -351,4 +371,5 @@ void kv_cmp_report_to_result(const kv_cmp_report *rep, kv_check_result *r) {
     r->max_ulps = rep->max_ulps;
     r->nmismatches = rep->nmismatches;
     memcpy(r->mismatches, rep->mismatches, sizeof r->mismatches);
+    r->heat = rep->heat;
 }

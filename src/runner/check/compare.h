@@ -57,6 +57,7 @@ typedef struct kv_cmp_report {
                                      which the two maxima above cannot show */
     int nmismatches;
     kv_mismatch mismatches[KV_RESULT_MAX_MISMATCHES];
+    kv_heat heat;               /* where the mismatched ones are (result.h) */
 } kv_cmp_report;
 
 /* Compares every element of `got` against `expected` (both host-

@@ -45,6 +45,24 @@ typedef struct kv_mismatch {
 
 #define KV_RESULT_MAX_MISMATCHES 8
 
+/* Where in an output its wrong elements are, over the WHOLE output (the
+ * mismatches above are only the first few): the output folded to `rows`
+ * (its leading dims) x `cols` (its last dim; a 0-dim output is 1 x 1),
+ * cut into grows x gcols cells (at most KV_HEAT_GRID each way, fewer for
+ * a smaller output, so a small output gets a cell per element), each
+ * counting its wrong elements. Row r of the output falls in cell row
+ * r * grows / rows (columns alike). A count saturates at UINT16_MAX
+ * (a cell that large is an output past 67 million elements, where the
+ * share of wrong elements, what the report colours by, is all one reads).
+ * grows 0: nothing recorded (no comparison, or a row from an older
+ * report). */
+#define KV_HEAT_GRID 32
+typedef struct kv_heat {
+    int64_t rows, cols;
+    int grows, gcols;
+    uint16_t cells[KV_HEAT_GRID * KV_HEAT_GRID]; /* row-major, grows x gcols used */
+} kv_heat;
+
 /* The ulp-error histogram of an accuracy row (runner/check/ulp_hist.h):
  * bins 0..15 count errors of exactly that many ulps, bins 16..75 errors in
  * [2^(b-12), 2^(b-11)), bin 76 elements whose NaN-ness differs from the
@@ -92,6 +110,7 @@ typedef struct kv_check_result {
     double max_abs_err, max_ulps;
     int nmismatches;
     kv_mismatch mismatches[KV_RESULT_MAX_MISMATCHES];
+    kv_heat heat;
     /* fastpath rows: calls of the case's op at the accel boxing layer by
      * path (kv_accel_path) in the run with every fast path on; the report
      * sums them into each gate's hit rate. 0 in every other row. */

@@ -65,5 +65,12 @@ kv_status kv_tol_file_parse(const char *text, const char *name, const char *cons
 kv_status kv_tol_file_load_plugins(void);
 /* Loads --tolerances=FILE against every loaded plugin's name. */
 kv_status kv_tol_file_load_user(const char *path);
+/* The files loaded so far (the user's and the plugins'), in load order:
+ * how many, and the i-th as "NAME#HASH" (its file name and the XXH3-64
+ * of its bytes), what the run's fingerprint names; forget drops the list
+ * (tests). */
+int kv_tol_file_count(void);
+void kv_tol_file_describe(int i, char *buf, int cap);
+void kv_tol_file_forget(void);
 
 #endif

@@ -27,6 +27,7 @@
 
 #include "kv/backend.h"
 #include "kv/dispatch.h"
+#include "runner/golden/hash.h"
 
 /* Larger than any overrides file needs (KV_TOL_OVERRIDE_MAX lines of
  * ~600 bytes): a device or a wrong path is refused before it is read. */
@@ -176,6 +177,28 @@ kv_status kv_tol_file_parse(const char *text, const char *name, const char *cons
     return KV_OK;
 }
 
+/* The files loaded, by name and content hash, for the run's fingerprint:
+ * shards or runs judged by different overrides are not comparable. */
+#define KV_TOL_FILES_MAX 64
+static struct {
+    char name[128];
+    uint64_t hash;
+} tol_files[KV_TOL_FILES_MAX];
+static int ntol_files;
+
+int kv_tol_file_count(void) { return ntol_files; }
+
+void kv_tol_file_describe(int i, char *buf, int cap) {
+    if (i < 0 || i >= ntol_files) {
+        if (cap > 0) buf[0] = '\0';
+        return;
+    }
+    char hex[KV_HASH_HEX_LEN];
+    snprintf(buf, (size_t)cap, "%s#%s", tol_files[i].name, kv_hash_format(tol_files[i].hash, hex));
+}
+
+void kv_tol_file_forget(void) { ntol_files = 0; }
+
 kv_status kv_tol_file_load(const char *path, const char *const *backends, int nbackends) {
     FILE *f = fopen(path, "rb");
     if (f == NULL) return kv_error(KV_ERR_INVALID_ARG, "tolerances: cannot read '%s': %s", path, strerror(errno));
@@ -195,6 +218,13 @@ kv_status kv_tol_file_load(const char *path, const char *const *backends, int nb
         return kv_error(KV_ERR_INVALID_ARG, "tolerances: '%s': a NUL byte: not a text file", path);
     }
     const kv_status st = kv_tol_file_parse(text, path, backends, nbackends);
+    /* By its file name, not its path: the same file on two CI machines
+     * (an installed plugin's) is the same override. */
+    if (st == KV_OK && ntol_files < KV_TOL_FILES_MAX) {
+        const char *base = strrchr(path, '/');
+        snprintf(tol_files[ntol_files].name, sizeof tol_files[0].name, "%s", base ? base + 1 : path);
+        tol_files[ntol_files++].hash = kv_hash_bytes(text, got);
+    }
     free(text);
     return st;
 }

@@ -23,6 +23,7 @@
 #include "runner/exec/budget.h"
 #include "runner/exec/progress.h"
 #include "runner/exec/last_failed.h"
+#include "runner/check/row_select.h"
 #include "runner/exec/resume.h"
 #include "runner/exec/retry.h"
 
@@ -436,6 +437,9 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     for (int i = 0; i < o->nfilters; i++) kv_put_text(b, cap, &n, " filter=%s", o->filters[i]);
     for (int i = 0; i < o->nfilters_out; i++) kv_put_text(b, cap, &n, " filter-out=%s", o->filters_out[i]);
     if (o->last_failed) kv_put_text(b, cap, &n, " last-failed");
+    char rows[192];
+    kv_row_select_describe(rows, (int)sizeof rows);
+    kv_put_text(b, cap, &n, "%s", rows);
     if (o->baseline_path) kv_put_text(b, cap, &n, " baseline=%s", o->baseline_path);
     if (o->dump_dir) kv_put_text(b, cap, &n, " dump=%s", o->dump_dir);
     if (o->retry > 0) kv_put_text(b, cap, &n, " retry=%d flaky=%s", o->retry, o->flaky_fail ? "fail" : "pass");
@@ -736,6 +740,16 @@ int kv_driver_run(const kv_driver_options *o, const kv_case_list *cases, FILE *o
         }
         if (baseline == NULL) {
             fprintf(err, "kvrun: --baseline=%s: %s\n", o->baseline_path, kv_last_error_message());
+            free(sel);
+            return 2;
+        }
+    }
+    if (kv_row_select_active()) {
+        const char *names[KV_REPORT_MAX_BACKENDS + 2];
+        const int nnames = kv_driver_backend_names(names, (int)(sizeof names / sizeof names[0]));
+        if (kv_row_select_validate(names, nnames) != KV_OK) {
+            fprintf(err, "kvrun: %s\n", kv_last_error_message());
+            kv_baseline_free(baseline);
             free(sel);
             return 2;
         }

@@ -13,6 +13,8 @@
 
 #include "kv/accel.h"
 #include "runner/check/check_fastpath.h"
+#include "runner/check/row_select.h"
+#include "runner/check/tol_backend.h"
 #include "runner/golden/hash.h"
 #include "runner/report/report.h"
 
@@ -63,6 +65,17 @@ void kv_driver_fingerprint(kv_report_meta *meta, const kv_driver_options *o, con
      * those fail: both change verdicts. */
     if (o->retry > 0) put(f->options, sizeof f->options, &n, " retry=%d", o->retry);
     if (o->flaky_fail) put(f->options, sizeof f->options, &n, " flaky=fail");
+    /* The tolerance overrides by content (tol_backend.h): a run judged by
+     * other bounds is another run, whatever its files are called. */
+    for (int i = 0; i < kv_tol_file_count(); i++) {
+        char file[160];
+        kv_tol_file_describe(i, file, (int)sizeof file);
+        put(f->options, sizeof f->options, &n, "%s%s", i ? "," : " tolerances=", file);
+    }
+    /* Shards that keep different rows are not one run. */
+    char rows[192];
+    kv_row_select_describe(rows, (int)sizeof rows);
+    put(f->options, sizeof f->options, &n, "%s", rows);
 
     n = 0;
     put(f->gates, sizeof f->gates, &n, "redispatch-gate=%s kill-switch=%s accel-target=%s",

@@ -176,12 +176,43 @@ static int parse_ulp_hist(const json_t *arr, kv_check_result *r, char *why, int 
     return 0;
 }
 
+/* "heat": [rows, cols, grows, gcols, cell, count, ...] (report_jsonl.c),
+ * checked against the grid kv_compare would have made for that shape. */
+static int parse_heat(const json_t *arr, kv_heat *h, char *why, int whycap) {
+    if (!json_is_array(arr)) return fail(why, whycap, "\"heat\": expected an array, got %s", type_name(arr));
+    const size_t n = json_array_size(arr);
+    if (n < 4 || n % 2 != 0)
+        return fail(why, whycap, "\"heat\": expected [rows, cols, grows, gcols, cell, count, ...], got %zu numbers", n);
+    int64_t v[4];
+    for (size_t i = 0; i < n; i++)
+        if (!json_is_integer(json_array_get(arr, i)) || json_integer_value(json_array_get(arr, i)) < 0)
+            return fail(why, whycap, "\"heat\"[%zu]: expected an integer >= 0", i);
+    for (int i = 0; i < 4; i++) v[i] = (int64_t)json_integer_value(json_array_get(arr, (size_t)i));
+    if (v[0] < 1 || v[1] < 1 || v[2] != (v[0] < KV_HEAT_GRID ? v[0] : KV_HEAT_GRID) ||
+        v[3] != (v[1] < KV_HEAT_GRID ? v[1] : KV_HEAT_GRID))
+        return fail(why, whycap, "\"heat\": a %lldx%lld grid does not fit an output of %lld x %lld (at most %d each way)",
+                    (long long)v[2], (long long)v[3], (long long)v[0], (long long)v[1], KV_HEAT_GRID);
+    h->rows = v[0];
+    h->cols = v[1];
+    h->grows = (int)v[2];
+    h->gcols = (int)v[3];
+    for (size_t i = 4; i < n; i += 2) {
+        const int64_t cell = (int64_t)json_integer_value(json_array_get(arr, i));
+        const int64_t count = (int64_t)json_integer_value(json_array_get(arr, i + 1));
+        if (cell >= (int64_t)h->grows * h->gcols || count < 1 || count > UINT16_MAX)
+            return fail(why, whycap, "\"heat\"[%zu]: cell %lld of %d, count %lld (1..%d)", i, (long long)cell,
+                        h->grows * h->gcols, (long long)count, UINT16_MAX);
+        h->cells[cell] = (uint16_t)count;
+    }
+    return 0;
+}
+
 static int parse_object(const json_t *o, kv_check_result *r, char *why, int whycap) {
     static const char *const keys[] = { "case_id", "op",       "check",       "backend",  "dtype",
                                         "status",  "message",  "repro",       "seconds",  "compared",
                                         "mismatched", "max_abs_err", "max_ulps", "mismatches",
                                         "fast_calls", "manual_calls", "slow_calls", "output",
-                                        "outs", "ulp_max", "ulp_hist", "tol_override" };
+                                        "outs", "ulp_max", "ulp_hist", "tol_override", "heat" };
     if (!json_is_object(o)) return fail(why, whycap, "expected a JSON object, got %s", type_name(o));
     if (only_keys(o, keys, (int)(sizeof keys / sizeof keys[0]), "", why, whycap) != 0) return -1;
     memset(r, 0, sizeof *r);
@@ -228,6 +259,8 @@ static int parse_object(const json_t *o, kv_check_result *r, char *why, int whyc
             get_real(o, "ulp_max", &r->ulp_max, why, whycap) != 0)
             return -1;
     }
+    if (json_object_get(o, "heat") != NULL && parse_heat(json_object_get(o, "heat"), &r->heat, why, whycap) != 0)
+        return -1;
     const json_t *arr = json_object_get(o, "mismatches");
     if (arr == NULL) return 0;
     if (!json_is_array(arr)) return fail(why, whycap, "\"mismatches\": expected an array, got %s", type_name(arr));

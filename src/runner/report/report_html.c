@@ -43,7 +43,9 @@ static void put_style(FILE *f) {
           ".problem{border-left:6px solid #c62828;padding-left:.8em;margin:1em 0}\n"
           ".num{text-align:right;font-variant-numeric:tabular-nums}\n"
           ".final{font-weight:bold;font-size:1.1em}\n"
-          ".plot{margin:.5em 0}.noplot{color:#b71c1c;font-style:italic}\n",
+          ".plot{margin:.5em 0}.noplot{color:#b71c1c;font-style:italic}\n"
+          ".heat{display:block;margin:.3em 0}.heatnote{margin:.2em 0;font-size:.9em}\n"
+          ".swatch{display:inline-block;width:.9em;height:.9em;vertical-align:middle;border:1px solid #999}\n",
           f);
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
         fprintf(f, ".st-%s{background:%s}\n", kv_result_status_name((kv_result_status)s),
@@ -119,16 +121,45 @@ static void put_double_cell(FILE *f, double v, bool ulp) {
     fprintf(f, "<td class=\"num\">%s</td>", buf);
 }
 
-/* `heat`: the plot of where its output differs (plot.h), -1 for none. */
-/* `ordinal`: the row's place among the failing rows, the anchor the index
- * of groups links to (-1: none, a flaky row). */
-static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, int heat, int ordinal) {
+/* The tolerance rationales the shown cards cite, each given once below
+ * the cards (report_tolrule.c): a card names its rule and links here. */
+#define HTML_MAX_TOL_REASONS 64
+typedef struct html_tol {
+    const char *reason[HTML_MAX_TOL_REASONS];
+    char rule[HTML_MAX_TOL_REASONS][48];
+    int64_t rows[HTML_MAX_TOL_REASONS];
+    int n;
+} html_tol;
+
+/* The anchor of a rationale, added on first use; -1 past the list's end
+ * (the card then keeps the rationale in its message). */
+static int tol_anchor(html_tol *t, const char *reason, const char *rule) {
+    for (int k = 0; k < t->n; k++)
+        if (t->reason[k] == reason) {
+            t->rows[k]++;
+            return k;
+        }
+    if (t->n == HTML_MAX_TOL_REASONS) return -1;
+    t->reason[t->n] = reason;
+    snprintf(t->rule[t->n], sizeof t->rule[0], "%s", rule);
+    t->rows[t->n] = 1;
+    return t->n++;
+}
+
+/* `heat`: draw the heat map of where the output differs (report_heat.c),
+ * `id` keeping its SVG ids unique. `ordinal`: the row's place among the
+ * failing rows, the anchor the index of groups links to (-1: none, a
+ * flaky row). */
+static void put_problem(FILE *f, const kv_check_result *r, bool heat, int id, int ordinal, html_tol *tol) {
     if (ordinal >= 0) fprintf(f, "<div class=\"problem\" id=\"f%d\">\n<h3>", ordinal);
     else fputs("<div class=\"problem\">\n<h3>", f);
     fprintf(f, "<span class=\"st-%s\">%s</span> <code>", kv_result_status_name(r->status), kv_result_status_name(r->status));
     kv_report_put_escaped(f, r->case_id, false);
-    fputs("</code></h3>\n<table><tr><th>check</th><th>backend</th><th>layout</th><th>dtype</th><th>seconds</th></tr>\n"
-          "<tr><td>", f);
+    char rest[KV_RESULT_MESSAGE_MAX], rule[48];
+    const char *reason = kv_report_tol_split(r->message, rest, (int)sizeof rest, rule, (int)sizeof rule);
+    const int anchor = reason != NULL ? tol_anchor(tol, reason, rule) : -1;
+    fprintf(f, "</code></h3>\n<table><tr><th>check</th><th>backend</th><th>layout</th><th>dtype</th>%s<th>seconds</th></tr>\n"
+               "<tr><td>", anchor >= 0 ? "<th>tolerance</th>" : "");
     kv_report_put_escaped(f, r->check, false);
     fputs("</td><td>", f);
     kv_report_put_escaped(f, r->backend, false);
@@ -136,12 +167,18 @@ static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, in
     kv_report_layout_of(r->case_id, layout, sizeof layout);
     fputs("</td><td>", f);
     kv_report_put_escaped(f, layout, false);
-    fprintf(f, "</td><td>%s</td><td class=\"num\">%.3f</td></tr></table>\n", kv_dtype_name(r->dtype), r->seconds);
+    fprintf(f, "</td><td>%s</td>", kv_dtype_name(r->dtype));
+    if (anchor >= 0) {
+        fprintf(f, "<td><a href=\"#tol%d\">", anchor);
+        kv_report_put_escaped(f, rule, false);
+        fputs("</a></td>", f);
+    }
+    fprintf(f, "<td class=\"num\">%.3f</td></tr></table>\n", r->seconds);
     if (r->status == KV_RESULT_XPASS && !r->message[0])
         fputs("<p>Passed, but the baseline expects it to fail: the baseline entry is stale.</p>\n", f);
     if (r->message[0]) {
         fputs("<pre>", f);
-        kv_report_put_escaped(f, r->message, false);
+        kv_report_put_escaped(f, anchor >= 0 ? rest : r->message, false);
         fputs("</pre>\n", f);
     }
     /* Once: the checks' messages already say "N of M elements differ". */
@@ -173,9 +210,9 @@ static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, in
         fputs("</table>\n", f);
         if (r->mismatched > nm) fprintf(f, "<p>... and %lld more.</p>\n", (long long)(r->mismatched - nm));
     }
-    if (heat >= 0) {
+    if (heat) {
         fputs("<div class=\"plot\">\n", f);
-        kv_plot_put(pb, heat, f);
+        kv_report_put_heat(f, r, id);
         fputs("</div>\n", f);
     }
     if (r->repro[0]) {
@@ -186,9 +223,21 @@ static void put_problem(FILE *f, const kv_check_result *r, kv_plot_batch *pb, in
     fputs("</div>\n", f);
 }
 
-/* Failures shown in full; the rest are counted (a run with thousands of
- * failures would otherwise make a page nobody can open). */
+/* report.html stays within 1 MiB (tests/html_render.sh fails a page past
+ * it; tests/test_reports.c writes one for 10,000 failing rows): every
+ * other section is written first, into memory, and the failure cards get
+ * what is left of this budget, at most HTML_MAX_PROBLEMS of them, the
+ * rest counted (a run with thousands of failures would otherwise make a
+ * page nobody can open). The margin below 1 MiB is for the lines around
+ * the cards. */
+#define HTML_PAGE_BUDGET (1024 * 1024 - 16 * 1024)
 #define HTML_MAX_PROBLEMS 200
+/* Heat maps drawn at most: up to about 15 KB each (a wholly wrong large
+ * output). */
+#define HTML_MAX_HEATMAPS 20
+/* The op plots stop when they take this much (a plot is about 11 KB);
+ * the rest are named. */
+#define HTML_OP_PLOTS_BUDGET (256 * 1024)
 /* Groups listed in the index; the rest are counted. */
 #define HTML_MAX_GROUPS 200
 
@@ -204,8 +253,8 @@ static void put_values(FILE *f, const char vals[][KV_GROUP_VALUE_MAX], int n, in
 
 /* The failing rows by (op, check, backend) (report_groups.h), above the
  * cards: one line per group with its layouts and dtypes, linked to its
- * first card when that one is shown. */
-static void put_failure_groups(FILE *f, const kv_report_agg *a) {
+ * first card when that one is shown (the first `shown` failing rows). */
+static void put_failure_groups(FILE *f, const kv_report_agg *a, int shown) {
     kv_report_groups gs;
     if (kv_report_groups_of(&a->kept, HTML_MAX_GROUPS, &gs) != KV_OK || gs.nbad == 0) {
         kv_report_groups_free(&gs);
@@ -228,7 +277,7 @@ static void put_failure_groups(FILE *f, const kv_report_agg *a) {
         fprintf(f, "</td><td class=\"num\">%lld</td>", (long long)g->rows);
         put_values(f, g->layouts, g->nlayouts, g->more_layouts);
         put_values(f, g->dtypes, g->ndtypes, g->more_dtypes);
-        if (g->first_ordinal < HTML_MAX_PROBLEMS) fprintf(f, "<td><a href=\"#f%lld\">card</a></td></tr>\n", (long long)g->first_ordinal);
+        if (g->first_ordinal < shown) fprintf(f, "<td><a href=\"#f%lld\">card</a></td></tr>\n", (long long)g->first_ordinal);
         else fputs("<td>" KV_REPORT_FAILURES "</td></tr>\n", f);
     }
     fputs("</table>\n", f);
@@ -238,31 +287,93 @@ static void put_failure_groups(FILE *f, const kv_report_agg *a) {
     kv_report_groups_free(&gs);
 }
 
-static void put_failures(FILE *f, const kv_report_agg *a, kv_plot_batch *pb, const int *heat) {
-    const kv_result_list *results = &a->kept;
-    fputs("<h2 id=\"failures\">Failures</h2>\n", f);
-    put_failure_groups(f, a);
-    int n = 0;
+/* Each tolerance rationale the cards cite, once, under the anchor their
+ * rule links to. */
+static void put_tol_reasons(FILE *f, const html_tol *t) {
+    if (t->n == 0) return;
+    fputs("<h3 id=\"tolerances\">Tolerance rules of these failures</h3>\n<p>Why each rule a card names is what it is "
+          "(the tolerance table, <code>docs/checks.md</code>); <code>" KV_REPORT_JSONL "</code> and the console keep "
+          "it in every message.</p>\n<dl>\n", f);
+    for (int k = 0; k < t->n; k++) {
+        fprintf(f, "<dt id=\"tol%d\"><b>", k);
+        kv_report_put_escaped(f, t->rule[k], false);
+        fprintf(f, "</b> (%lld card%s)</dt><dd>", (long long)t->rows[k], t->rows[k] == 1 ? "" : "s");
+        kv_report_put_escaped(f, t->reason[k], false);
+        fputs("</dd>\n", f);
+    }
+    fputs("</dl>\n", f);
+}
+
+/* The cards of rows that match `flaky` (FLAKY rows, or the failing ones),
+ * into `f` while it holds less than `budget` bytes; returns how many were
+ * shown, and in *total how many there are. */
+static int put_cards(FILE *f, const kv_result_list *results, bool flaky, long budget, int *nheat, html_tol *tol,
+                     int *total) {
+    int n = 0, shown = 0;
     for (int i = 0; i < results->n; i++) {
-        if (!kv_result_status_is_bad(results->items[i].status)) continue;
-        if (n < HTML_MAX_PROBLEMS) put_problem(f, &results->items[i], pb, heat[i], n);
+        const kv_check_result *r = &results->items[i];
+        if (flaky ? r->status != KV_RESULT_FLAKY : !kv_result_status_is_bad(r->status)) continue;
+        if (shown == n && n < HTML_MAX_PROBLEMS && ftell(f) < budget) {
+            const bool heat = *nheat < HTML_MAX_HEATMAPS && kv_report_heat_recorded(&r->heat);
+            put_problem(f, r, heat, *nheat, flaky ? -1 : n, tol);
+            *nheat += heat;
+            shown++;
+        }
         n++;
     }
-    if (n == 0) fputs("<p>None.</p>\n", f);
-    if (n > HTML_MAX_PROBLEMS)
-        fprintf(f, "<p>... and %d more failing rows: every one is in <code>" KV_REPORT_FAILURES "</code> and <code>"
-                   KV_REPORT_JSONL "</code>.</p>\n", n - HTML_MAX_PROBLEMS);
-    /* Flakes right after: they passed on a retry, but how they failed
-     * first is what someone fixing the kernel needs. Only when there are
-     * some, so a run without --retry reads as before. */
-    int nf = 0;
-    for (int i = 0; i < results->n; i++) {
-        if (results->items[i].status != KV_RESULT_FLAKY) continue;
-        if (nf++ == 0) fputs("<h2 id=\"flaky\">Flaky (failed, then passed on a retry)</h2>\n", f);
-        if (nf <= HTML_MAX_PROBLEMS) put_problem(f, &results->items[i], pb, heat[i], -1);
+    *total = n;
+    return shown;
+}
+
+/* The failures section, its cards within `budget` bytes (the index of
+ * groups and the rationales included). */
+static kv_status put_failures(FILE *f, const kv_report_agg *a, long budget) {
+    const kv_result_list *results = &a->kept;
+    /* The cards first into memory: the index above them links only to
+     * cards that fit the budget. The index is measured as if it linked
+     * every group, its longest form. */
+    char *cards = NULL, *flakes = NULL, *index = NULL;
+    size_t ncards = 0, nflakes = 0, nindex = 0;
+    FILE *cf = open_memstream(&cards, &ncards);
+    FILE *ff = cf ? open_memstream(&flakes, &nflakes) : NULL;
+    FILE *xf = ff ? open_memstream(&index, &nindex) : NULL;
+    if (xf == NULL) {
+        if (cf) fclose(cf);
+        if (ff) fclose(ff);
+        free(cards);
+        free(flakes);
+        return kv_error(KV_ERR_OOM, "report.html: out of memory");
     }
-    if (nf > HTML_MAX_PROBLEMS)
-        fprintf(f, "<p>... and %d more flaky rows, in <code>" KV_REPORT_JSONL "</code>.</p>\n", nf - HTML_MAX_PROBLEMS);
+    put_failure_groups(xf, a, INT32_MAX);
+    fclose(xf);
+    free(index);
+    /* The rationales: at most HTML_MAX_TOL_REASONS table texts, a few
+     * hundred bytes each. */
+    budget -= (long)nindex + HTML_MAX_TOL_REASONS * 512;
+    html_tol tol = { .n = 0 };
+    int nheat = 0, n = 0, nf = 0;
+    const int shown = put_cards(cf, results, false, budget, &nheat, &tol, &n);
+    /* Flakes right after: they passed on a retry, but how they failed
+     * first is what someone fixing the kernel needs. */
+    const int fshown = put_cards(ff, results, true, budget - ftell(cf), &nheat, &tol, &nf);
+    fclose(cf);
+    fclose(ff);
+    fputs("<h2 id=\"failures\">Failures</h2>\n", f);
+    put_failure_groups(f, a, shown);
+    fwrite(cards, 1, ncards, f);
+    if (n == 0) fputs("<p>None.</p>\n", f);
+    if (n > shown)
+        fprintf(f, "<p>... and %d more failing rows: every one is in <code>" KV_REPORT_FAILURES "</code> and <code>"
+                   KV_REPORT_JSONL "</code>.</p>\n", n - shown);
+    /* Only when there are some, so a run without --retry reads as before. */
+    if (nf > 0) fputs("<h2 id=\"flaky\">Flaky (failed, then passed on a retry)</h2>\n", f);
+    fwrite(flakes, 1, nflakes, f);
+    if (nf > fshown)
+        fprintf(f, "<p>... and %d more flaky rows, in <code>" KV_REPORT_JSONL "</code>.</p>\n", nf - fshown);
+    put_tol_reasons(f, &tol);
+    free(cards);
+    free(flakes);
+    return KV_OK;
 }
 
 /* ---- op x dtype matrix, support matrix, per-op summary ---- */
@@ -563,95 +674,6 @@ static int add_op_ulp_plot(kv_plot_batch *pb, const kv_report_agg *a, int op) {
     return k;
 }
 
-/* The dims of a failing output for its heat map: the case's first input
- * shape when the mismatches fit in it (elementwise ops), else the extent
- * of the mismatches themselves. Only mismatches with the first one's rank
- * count (a row's are all of one output). */
-static int heat_dims(const kv_check_result *r, int nm, int64_t dims[KV_MAX_DIMS]) {
-    const int nd = r->mismatches[0].ndim < 0 ? 0 : r->mismatches[0].ndim > KV_MAX_DIMS ? KV_MAX_DIMS : r->mismatches[0].ndim;
-    for (int d = 0; d < KV_MAX_DIMS; d++) dims[d] = 1;
-    for (int d = 0; d < nd; d++) dims[d] = 0;
-    int pn = -1;
-    int64_t pd[KV_MAX_DIMS];
-    const char *sh = strstr(r->case_id, "shape=[");
-    if (sh != NULL) {
-        sh += 7;
-        pn = 0;
-        while (*sh && *sh != ']' && pn < KV_MAX_DIMS) {
-            char *end;
-            pd[pn++] = strtoll(sh, &end, 10);
-            if (end == sh) break;
-            sh = *end == ',' ? end + 1 : end;
-        }
-    }
-    bool fits = pn == nd;
-    for (int k = 0; k < nm; k++) {
-        if (r->mismatches[k].ndim != nd) continue;
-        for (int d = 0; d < nd; d++) {
-            const int64_t i = r->mismatches[k].index[d];
-            if (i + 1 > dims[d]) dims[d] = i + 1;
-            if (fits && i >= pd[d]) fits = false;
-        }
-    }
-    if (fits)
-        for (int d = 0; d < nd; d++) dims[d] = pd[d];
-    return nd;
-}
-
-/* Where a failing output differs and by how much: the mismatches the row
- * records (the first KV_RESULT_MAX_MISMATCHES), on the output's grid
- * (leading dims folded into rows, counted in double: a grid can be larger
- * than an int64 when folded), colored by their error. */
-static int add_heat_plot(kv_plot_batch *pb, const kv_check_result *r) {
-    const int nm = r->nmismatches < KV_RESULT_MAX_MISMATCHES ? r->nmismatches : KV_RESULT_MAX_MISMATCHES;
-    int64_t dims[KV_MAX_DIMS];
-    const int nd = heat_dims(r, nm, dims);
-    double rows = 1;
-    const double cols = nd > 0 ? (double)dims[nd - 1] : 1;
-    for (int d = 0; d + 1 < nd; d++) rows *= (double)dims[d];
-    bool ulps = true;
-    for (int k = 0; k < nm; k++) ulps &= r->mismatches[k].ndim != nd || r->mismatches[k].ulps >= 0;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *g = open_memstream(&text, &len);
-    if (g == NULL) return -1;
-    fputs("$d << EOD\n", g);
-    for (int k = 0; k < nm; k++) {
-        const kv_mismatch *m = &r->mismatches[k];
-        if (m->ndim != nd) continue;
-        double row = 0;
-        for (int d = 0; d + 1 < nd; d++) row = row * (double)dims[d] + (double)m->index[d];
-        const double v = ulps ? m->ulps : m->abs_err;
-        fprintf(g, "%lld %.17g %.6g\n", (long long)(nd > 0 ? m->index[nd - 1] : 0), row,
-                isfinite(v) ? log10(1.0 + fabs(v)) : 400.0);
-    }
-    fputs("EOD\n", g);
-    char title[160];
-    snprintf(title, sizeof title, "%lld of %lld elements differ%s", (long long)r->mismatched, (long long)r->compared,
-             r->mismatched > nm ? "; the first recorded are drawn" : "");
-    fputs("set title ", g);
-    kv_plot_put_string(g, title);
-    fprintf(g,
-            "\nset xrange [-0.5:%.17g]\nset yrange [%.17g:-0.5]\nset xlabel 'last index'\nset ylabel '%s'\n"
-            "set cblabel '%s'\nset palette defined (0 '#fff59d', 1 '#fb8c00', 3 '#c62828', 8 '#4a148c')\n"
-            "set cbrange [0:*]\nset grid\nset tmargin 3\nset key off\n",
-            cols - 0.5, rows - 0.5, nd > 2 ? "leading indices, folded" : "row",
-            ulps ? "log10(1 + ULP error)" : "log10(1 + abs error)");
-    /* A small grid gets a tic per element and square cells. */
-    const bool small = cols <= 32 && rows <= 32;
-    if (cols <= 32) fputs("set xtics 1\n", g);
-    if (rows <= 32) fputs("set ytics 1\n", g);
-    if (small) fputs("set size ratio -1\n", g);
-    fprintf(g, "plot $d using 1:2:3 with points pt 5 ps %s lc palette\n", small ? "2.5" : "1");
-    fclose(g);
-    const int k = text ? kv_plot_add(pb, 480, 300, text) : -1;
-    free(text);
-    return k;
-}
-
-/* Heat maps drawn at most (one per failing output with mismatches). */
-#define HTML_MAX_HEATMAPS 20
-
 /* Op plots shown at most: a run that fails everywhere keeps its page
  * small; the rest are named. */
 #define HTML_MAX_OP_PLOTS 30
@@ -662,7 +684,6 @@ typedef struct html_plots {
     int *op_order;       /* ops with an inexact (op, backend), worst first */
     int *op_plot;
     int nop;
-    int *heat;           /* per kept row: its heat map, -1 for none */
 } html_plots;
 
 static int64_t op_worst_bin(const kv_report_agg *a, int op) {
@@ -702,15 +723,6 @@ static kv_status plots_prepare(html_plots *p, const kv_report_agg *a) {
     g_worst_agg = NULL;
     for (int k = 0; k < p->nop; k++)
         p->op_plot[k] = k < HTML_MAX_OP_PLOTS ? add_op_ulp_plot(p->batch, a, p->op_order[k]) : -1;
-    p->heat = malloc(((size_t)a->kept.n + 1) * sizeof *p->heat);
-    if (p->heat == NULL) return kv_error(KV_ERR_OOM, "report.html: out of memory");
-    int nheat = 0;
-    for (int i = 0; i < a->kept.n; i++) {
-        const kv_check_result *r = &a->kept.items[i];
-        const bool shown = kv_result_status_is_bad(r->status) || r->status == KV_RESULT_FLAKY;
-        p->heat[i] = shown && r->nmismatches > 0 && nheat < HTML_MAX_HEATMAPS ? add_heat_plot(p->batch, r) : -1;
-        nheat += p->heat[i] >= 0;
-    }
     kv_plot_run(p->batch);
     return KV_OK;
 }
@@ -720,7 +732,6 @@ static void plots_free(html_plots *p) {
     free(p->fam);
     free(p->op_order);
     free(p->op_plot);
-    free(p->heat);
 }
 
 static void put_plots(FILE *f, const kv_report_agg *a, html_plots *p) {
@@ -751,16 +762,18 @@ static void put_plots(FILE *f, const kv_report_agg *a, html_plots *p) {
             "row, one bar per backend (log count axis). %d op%s had every compared row bitwise equal (0 ULP) and "
             "%s not plotted.</p>\n",
             nexact, nexact == 1 ? "" : "s", nexact == 1 ? "is" : "are");
-    for (int k = 0; k < p->nop; k++) {
+    const long start = ftell(f);
+    int plotted = 0;
+    for (int k = 0; k < p->nop && k < HTML_MAX_OP_PLOTS && ftell(f) - start < HTML_OP_PLOTS_BUDGET; k++, plotted++) {
         if (p->op_plot[k] < 0) continue;
         fputs("<div class=\"plot\">\n", f);
         kv_plot_put(p->batch, p->op_plot[k], f);
         fputs("</div>\n", f);
     }
-    if (p->nop > HTML_MAX_OP_PLOTS) {
-        fprintf(f, "<p>%d more ops with ULP errors, not plotted (the page stays small):", p->nop - HTML_MAX_OP_PLOTS);
-        for (int k = HTML_MAX_OP_PLOTS; k < p->nop; k++) {
-            fputs(k > HTML_MAX_OP_PLOTS ? ", <code>" : " <code>", f);
+    if (p->nop > plotted) {
+        fprintf(f, "<p>%d more ops with ULP errors, not plotted (the page stays small):", p->nop - plotted);
+        for (int k = plotted; k < p->nop; k++) {
+            fputs(k > plotted ? ", <code>" : " <code>", f);
             kv_report_put_escaped(f, a->ops[p->op_order[k]].op, false);
             fputs("</code>", f);
         }
@@ -808,13 +821,28 @@ kv_status kv_report_html_agg(const kv_report_agg *a, const kv_report_meta *meta,
     }
     put_head(rf.f, a, meta);
     put_summary(rf.f, a);
-    put_failures(rf.f, a, plots.batch, plots.heat);
-    put_matrix(rf.f, a, order);
-    put_backend_matrix_and_ops(rf.f, a, order);
-    put_plots(rf.f, a, &plots);
-    put_rows_note(rf.f, a);
-    fputs("</body>\n</html>\n", rf.f);
+    /* Every section after the failures first, into memory: the cards get
+     * what they leave of the page's budget. */
+    char *tail = NULL;
+    size_t ntail = 0;
+    FILE *tf = open_memstream(&tail, &ntail);
+    if (tf == NULL) st = kv_error(KV_ERR_OOM, "report: '%s': out of memory", path);
+    if (st == KV_OK) {
+        put_matrix(tf, a, order);
+        put_backend_matrix_and_ops(tf, a, order);
+        put_plots(tf, a, &plots);
+        put_rows_note(tf, a);
+        fputs("</body>\n</html>\n", tf);
+        fclose(tf);
+        st = put_failures(rf.f, a, HTML_PAGE_BUDGET - ftell(rf.f) - (long)ntail);
+    }
+    if (st == KV_OK) fwrite(tail, 1, ntail, rf.f);
+    free(tail);
     plots_free(&plots);
     free(order);
+    if (st != KV_OK) {
+        kv_report_file_discard(&rf);
+        return st;
+    }
     return kv_report_file_close(&rf);
 }

@@ -64,6 +64,20 @@ void kv_report_short_summary(FILE *out, const kv_result_list *kept);
  * (no-color.org). */
 bool kv_report_use_color(FILE *out);
 
+/* report_heat.c: whether the row records where its wrong elements are
+ * (kv_heat, result.h), and its heat map for report.html (inline SVG and a
+ * caption; `id` keeps the SVG's pattern id unique in the page); false,
+ * writing nothing, when none is recorded. */
+bool kv_report_heat_recorded(const kv_heat *h);
+bool kv_report_put_heat(FILE *f, const kv_check_result *r, int id);
+
+/* report_tolrule.c: when `message` holds a variants check's " [RULE:
+ * REASON]", REASON a rationale of the tolerance table, the rationale
+ * (the table's string: one pointer per distinct text), with RULE in
+ * `rule` and the message without that bracket in `rest`; NULL, writing
+ * neither, when it holds none. */
+const char *kv_report_tol_split(const char *message, char *rest, int restcap, char *rule, int rulecap);
+
 /* One results.jsonl line for r, without its newline (report_jsonl.c);
  * malloc'd, NULL when out of memory. */
 char *kv_report_result_line(const kv_check_result *r);

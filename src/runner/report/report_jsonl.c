@@ -7,6 +7,9 @@
  *     strings "nan", "inf" and "-inf";
  *   - dtype and status are their short names ("f32", "FAIL");
  *   - mismatches is an array of {index, expected, got, abs_err, rel_err, ulps};
+ *   - heat (rows with a wrong element) is one flat array of integers,
+ *     [rows, cols, grows, gcols, cell, count, cell, count, ...] over the
+ *     non-empty cells of the row's kv_heat (result.h), cell row-major;
  *   - outs (rows that judge outputs) is an array with one
  *     [hash, elements, max_ulp, p999_ulp, not_cr] per output, hash a
  *     16-hex-digit string or null; ulp_max and ulp_hist (accuracy rows)
@@ -77,6 +80,25 @@ static json_t *mismatch_json(const kv_mismatch *m) {
         return NULL;
     }
     return o;
+}
+
+/* The heat grid, flat and sparse: a row with 39 wrong elements costs 39
+ * pairs, a wholly wrong large output at most 1024. */
+static json_t *heat_json(const kv_heat *h) {
+    json_t *a = json_array();
+    if (a == NULL) return NULL;
+    int bad = json_array_append_new(a, json_integer((json_int_t)h->rows)) |
+              json_array_append_new(a, json_integer((json_int_t)h->cols)) |
+              json_array_append_new(a, json_integer(h->grows)) | json_array_append_new(a, json_integer(h->gcols));
+    for (int k = 0; k < h->grows * h->gcols; k++) {
+        if (h->cells[k] == 0) continue;
+        bad |= json_array_append_new(a, json_integer(k)) | json_array_append_new(a, json_integer(h->cells[k]));
+    }
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
 }
 
 /* The per-output facts and the accuracy histogram, only in the rows that
@@ -154,6 +176,7 @@ static json_t *result_json(const kv_check_result *r) {
             bad |= m == NULL || json_array_append_new(arr, m) != 0;
         }
         bad |= put(o, "mismatches", arr);
+        if (kv_report_heat_recorded(&r->heat)) bad |= put(o, "heat", heat_json(&r->heat));
     }
     if (r->output[0]) bad |= put(o, "output", str_json(r->output));
     /* The override that widened the row, by its FILE:LINE: the rows reach
