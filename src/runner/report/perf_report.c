@@ -214,6 +214,19 @@ static int perf_add_plot(kv_plot_batch *pb, const kv_perf_report *r, int first, 
     return k;
 }
 
+/* A table row's variant cell; a variant that failed gets its error over
+ * the other ncols cells and false (the row is complete). */
+static bool perf_put_row_head(FILE *f, const kv_perf_row *row, int ncols) {
+    fprintf(f, "<tr%s><td><code>", row->chosen ? " class=\"chosen\"" : "");
+    kv_report_put_escaped(f, row->variant, false);
+    fputs("</code></td>", f);
+    if (!row->failed) return true;
+    fprintf(f, "<td colspan=\"%d\">error: ", ncols);
+    kv_report_put_escaped(f, row->error, false);
+    fputs("</td></tr>\n", f);
+    return false;
+}
+
 /* An instruction-count pair's table: counts per call, no rate. */
 static void perf_put_counts(FILE *f, const kv_perf_report *r, int first, int end) {
     fputs("<table>\n<tr><th>variant</th><th>instructions (median)</th><th>fewest</th><th>most</th>"
@@ -221,15 +234,7 @@ static void perf_put_counts(FILE *f, const kv_perf_report *r, int first, int end
           f);
     for (int i = first; i < end; i++) {
         const kv_perf_row *row = &r->rows[i];
-        fprintf(f, "<tr%s><td><code>", row->chosen ? " class=\"chosen\"" : "");
-        kv_report_put_escaped(f, row->variant, false);
-        fputs("</code></td>", f);
-        if (row->failed) {
-            fputs("<td colspan=\"5\">error: ", f);
-            kv_report_put_escaped(f, row->error, false);
-            fputs("</td></tr>\n", f);
-            continue;
-        }
+        if (!perf_put_row_head(f, row, 5)) continue;
         fprintf(f, "<td class=\"num\">%llu</td><td class=\"num\">%llu</td><td class=\"num\">%llu</td>",
                 (unsigned long long)row->median_ns, (unsigned long long)row->min_ns, (unsigned long long)row->max_ns);
         if (row->speedup > 0) fprintf(f, "<td class=\"num\">%.3f</td>", 1.0 / row->speedup);
@@ -255,15 +260,7 @@ static void perf_put_table(FILE *f, const kv_perf_report *r, int first, int end)
             unit);
     for (int i = first; i < end; i++) {
         const kv_perf_row *row = &r->rows[i];
-        fprintf(f, "<tr%s><td><code>", row->chosen ? " class=\"chosen\"" : "");
-        kv_report_put_escaped(f, row->variant, false);
-        fputs("</code></td>", f);
-        if (row->failed) {
-            fputs("<td colspan=\"8\">error: ", f);
-            kv_report_put_escaped(f, row->error, false);
-            fputs("</td></tr>\n", f);
-            continue;
-        }
+        if (!perf_put_row_head(f, row, 8)) continue;
         char med[32], lo[32], hi[32];
         perf_fmt_ns(row->median_ns, med, sizeof med);
         perf_fmt_ns(row->min_ns, lo, sizeof lo);
