@@ -4,10 +4,12 @@
 # invalid read or write, a use of uninitialized memory, a bad free, a
 # definite, indirect or possible leak — fails the program it happened in.
 #
-# The suite slice: every KV_MEMCHECK_SHARD-th case (shard 1/12 by default,
-# about 300 cases spread over every case file) in this process
-# (--isolate=none), so Valgrind sees the cases themselves rather than a
-# parent waiting on forked workers. The fuzz corpora replay under it too.
+# The suite slice: every KV_MEMCHECK_SHARD-th case (shard 1/24 by default,
+# spread over every case file) in this process (--isolate=none), so
+# Valgrind sees the cases themselves rather than a parent waiting on forked
+# workers. ASan runs every other case (tests/sanitize.sh); what only
+# Valgrind sees is a read of uninitialized memory, and a slice meets the
+# same code paths. The fuzz corpora replay under it too.
 #
 # What fails the run: a memcheck error (Valgrind exits 99) or a program
 # killed by a signal. A test or case that merely FAILS under Valgrind is
@@ -31,7 +33,7 @@ export KV_CACHING_ALLOCATOR=0
 # rows are ninja test's. Every other plugin of build/backends still loads.
 KV_BACKEND_PATH=$(ls build/backends/*.so | grep -v '/libkv_opencl\.so$' | paste -sd: -)
 export KV_BACKEND_PATH
-shard=${KV_MEMCHECK_SHARD:-1/12}
+shard=${KV_MEMCHECK_SHARD:-1/24}
 vg="valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible
     --errors-for-leak-kinds=definite,indirect,possible --suppressions=tests/memcheck.supp
     --child-silent-after-fork=yes --trace-children=no"
@@ -61,8 +63,8 @@ printf '%s\t%s\n' "kvrun-suite-$shard" \
 # its size classes, block reuse and trimming are what users run, and only
 # a unit test reached them under Valgrind before. A name ending in
 # "-cache-on" runs with KV_CACHING_ALLOCATOR=1.
-printf '%s\t%s\n' "kvrun-suite-2_48-cache-on" \
-    "$(echo "$vg" | sed 's/KV_CACHING_ALLOCATOR=0/KV_CACHING_ALLOCATOR=1/') build/kvrun cases/ --shard=2/48 --isolate=none --report-dir=build/memcheck-report-cache" >>"$list"
+printf '%s\t%s\n' "kvrun-suite-2_96-cache-on" \
+    "$(echo "$vg" | sed 's/KV_CACHING_ALLOCATOR=0/KV_CACHING_ALLOCATOR=1/') build/kvrun cases/ --shard=2/96 --isolate=none --report-dir=build/memcheck-report-cache" >>"$list"
 # The long unit tests first (tests/pool.sh), after the suite slices.
 names=""
 for src in tests/test_*.c; do names="$names $(basename "$src" .c)"; done

@@ -26,22 +26,31 @@ esac
 
 sh tests/configs.sh fuzz fuzzers
 mkdir -p build-fuzz/artifacts
-failed=""
+# The harnesses run side by side (tests/pool.sh): each is one process on
+# one core, so one after another left the other cores idle.
+. tests/pool.sh
+logs=build-fuzz/logs
+rm -rf "$logs" && mkdir -p "$logs"
+: >"$logs/list"
 for name in $names; do
     corpus="build-fuzz/corpus/$name"
     mkdir -p "$corpus"
     dict=""
     [ -f "tests/fuzz/$name.dict" ] && dict="-dict=tests/fuzz/$name.dict"
-    echo "=== fuzz_$name $limit $*"
-    log="build-fuzz/fuzz_$name.log"
     # -max_len: case lines, schemas and headers are short; longer inputs
     # mostly cost time. -timeout: seconds per input before it is a hang.
-    # shellcheck disable=SC2086 # $limit and $dict are flags or nothing
-    if build-fuzz/fuzz/fuzz_"$name" $limit $dict -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$name-" "$@" \
-        "$corpus" "tests/fuzz/$name" >"$log" 2>&1; then
+    cmd="build-fuzz/fuzz/fuzz_$name $limit $dict -max_len=4096 -timeout=10 -rss_limit_mb=2048"
+    cmd="$cmd -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/$name- $* $corpus tests/fuzz/$name"
+    printf '%s\t%s\n' "fuzz_$name" "$cmd" >>"$logs/list"
+done
+pool_run "$logs/list" "$logs" "$(pool_jobs)"
+failed=""
+for name in $names; do
+    log=$(pool_log "$logs" "fuzz_$name").log
+    echo "=== fuzz_$name $limit $*"
+    if [ "$(cat "$(pool_log "$logs" "fuzz_$name").rc" 2>/dev/null)" = 0 ]; then
         execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-        echo "fuzz_$name: ${execs:-?} inputs, no crash ($(ls "$corpus" | wc -l) in its corpus)"
+        echo "fuzz_$name: ${execs:-?} inputs, no crash ($(ls "build-fuzz/corpus/$name" | wc -l) in its corpus)"
     else
         tail -40 "$log"
         echo "fuzz_$name: FAILED (full log: $log; input: build-fuzz/artifacts/$name-*)"
