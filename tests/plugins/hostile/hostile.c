@@ -275,11 +275,13 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
     if (fault == HOSTILE_KERNEL_RACE) {
         /* The product goes through one static scratch buffer, with a pause
          * between writing and reading it: two threads at once read each
-         * other's values. */
+         * other's values. 20 ms: with 2 ms, threads started further apart
+         * than that on a loaded machine missed each other (a fresh-clone
+         * CI run saw no race once). */
         static float scratch[4096];
         if (n <= 4096) {
             for (int64_t i = 0; i < n; i++) scratch[i] = x[i] * y[i];
-            nanosleep(&(struct timespec){ 0, 2000000 }, NULL); /* 2 ms */
+            nanosleep(&(struct timespec){ 0, 20000000 }, NULL); /* 20 ms */
             for (int64_t i = 0; i < n; i++) z[i] = scratch[i];
             if (faulty) hostile_calls++;
             host->stack_return_tensors(stack, &out, 1);
