@@ -7,6 +7,7 @@
 #   libcmocka-dev            unit tests
 #   libxxhash-dev            golden hashes
 #   libjansson-dev           JSON reports and merges
+#   zlib1g-dev               results.jsonl.gz (--gzip-results) and its readers
 #   libxml2-utils            xmllint, which checks the JUnit report
 #   valgrind                 ninja memcheck
 #   clang libclang-rt-14-dev sanitizers, libFuzzer
@@ -30,14 +31,15 @@
 #                            place of each plot
 #   gcc-aarch64-linux-gnu qemu-user libmpfr-dev:arm64 libgmp-dev:arm64
 #   libxxhash-dev:arm64 libjansson-dev:arm64
+#   zlib1g-dev:arm64
 #                            ninja cross-golden (part of ninja check): the
 #                            golden generator cross-built for aarch64 and
 #                            run under qemu; needs the arm64 architecture
 #                            (dpkg --add-architecture arm64, done below)
 set -eu
-pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config gnuplot-nox python3 man-db jq chromium"
+pkgs="ninja-build gcc libcmocka-dev libxxhash-dev libjansson-dev zlib1g-dev libxml2-utils valgrind clang libclang-rt-14-dev gcovr libdnnl-dev libmpfr-dev pkg-config gnuplot-nox python3 man-db jq chromium"
 pkgs="$pkgs ocl-icd-opencl-dev pocl-opencl-icd"
-pkgs="$pkgs gcc-aarch64-linux-gnu qemu-user libmpfr-dev:arm64 libgmp-dev:arm64 libxxhash-dev:arm64 libjansson-dev:arm64"
+pkgs="$pkgs gcc-aarch64-linux-gnu qemu-user libmpfr-dev:arm64 libgmp-dev:arm64 libxxhash-dev:arm64 libjansson-dev:arm64 zlib1g-dev:arm64"
 
 missing=""
 native=$(dpkg --print-architecture)

@@ -67,7 +67,8 @@ done
 
 # The suite itself, as one more program: every case file against the
 # committed golden store (reports go under build/, not into reports/).
-run kvrun-suite build/kvrun cases/ --report-dir="$dir/../suite-report"
+# Compressed, as `ninja run` writes it (src/tools/run_suite.sh).
+run kvrun-suite build/kvrun cases/ --gzip-results --report-dir="$dir/../suite-report"
 # The green suite's report.html stays small (issue 13: it was 12 MB); the
 # full row list is results.jsonl's job.
 report_html_size() {
@@ -112,13 +113,24 @@ run golden-truth sh tests/golden_truth.sh "$dir/../golden-truth"
 # case does not touch the accel target: its rows would be kvrun-suite's,
 # bit for bit (src/tools/run_suite.sh, as `ninja run` runs it).
 run kvrun-onednn-accel build/kvrun cases/ --filter='*device=accel*' --require-backend=onednn --accel-target=onednn \
-    --report-dir="$dir/../suite-report-onednn"
+    --gzip-results --report-dir="$dir/../suite-report-onednn"
 
 # The same accel cases with the OpenCL plugin as the accel target: every
 # check on kernels generated and built by a driver at run time, in device
 # memory (kernels/opencl/README.md).
 run kvrun-opencl-accel build/kvrun cases/ --filter='*device=accel*' --require-backend=opencl --accel-target=opencl \
-    --report-dir="$dir/../suite-report-opencl"
+    --gzip-results --report-dir="$dir/../suite-report-opencl"
+
+# What the three parts write in all (`ninja run` writes the same three
+# folders): at most 30 MB, so that a CI job can keep them as artifacts
+# (plain results.jsonl files made 64 MB; a whole ninja run once 165 MB).
+reports_size() {
+    kb=$(du -sk "$dir/../suite-report" "$dir/../suite-report-onednn" "$dir/../suite-report-opencl" |
+        awk '{ s += $1 } END { print s }')
+    echo "the three suite parts' reports: $kb KiB (limit 30000 KiB)"
+    [ "$kb" -gt 0 ] && [ "$kb" -le 30000 ]
+}
+run reports-size reports_size
 
 # The docs' generated sections (README's figures, the kvrun option list,
 # the failing-run example) against what the two suite runs above printed,

@@ -23,6 +23,7 @@ Rows of the CUDA plugin are left out of every count: CI builds it where
 nvcc exists and, without a GPU, it only adds UNSUPPORTED rows, so the
 figures are those of every machine with or without nvcc.
 """
+import gzip
 import json
 import os
 import re
@@ -45,7 +46,9 @@ def fail(msg):
 def read_run(folder):
     """meta.json and per-status, per-backend counts of results.jsonl."""
     meta_path = os.path.join(folder, "meta.json")
-    rows_path = os.path.join(folder, "results.jsonl")
+    rows_path = os.path.join(folder, "results.jsonl.gz")  # --gzip-results
+    if not os.path.isfile(rows_path):
+        rows_path = os.path.join(folder, "results.jsonl")
     for p in (meta_path, rows_path):
         if not os.path.isfile(p):
             fail("%s: missing (is %s a finished kvrun report folder?)" % (p, folder))
@@ -55,7 +58,8 @@ def read_run(folder):
         fail("%s: the run is incomplete; figures come from whole runs only" % meta_path)
     status, backend = {}, {}
     n = 0
-    with open(rows_path) as f:
+    opener = gzip.open if rows_path.endswith(".gz") else open
+    with opener(rows_path, "rt") as f:
         for line in f:
             row = json.loads(line)
             b = row.get("backend", "")

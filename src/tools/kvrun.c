@@ -188,6 +188,7 @@ static const kv_flag kv_flags[] = {
     { "require-support", KV_FLAG_BOOL, false },
     { "tolerances", KV_FLAG_VALUE, false },
     { "only-backend", KV_FLAG_VALUE, true }, { "only-check", KV_FLAG_VALUE, true },
+    { "gzip-results", KV_FLAG_BOOL, false },
 };
 #define KV_NFLAGS ((int)(sizeof kv_flags / sizeof kv_flags[0]))
 
@@ -419,6 +420,8 @@ static int kv_cli_flag(kv_cli *c, int f, const char *arg) {
         c->o.require_support = true;
     } else if (strcmp(n, "resume") == 0) {
         c->o.resume = true;
+    } else if (strcmp(n, "gzip-results") == 0) {
+        c->o.gzip_results = true;
     } else if (strcmp(n, "dump") == 0) {
         c->o.dump_dir = v;
     } else if (strcmp(n, "baseline") == 0) {
@@ -526,15 +529,16 @@ static int kv_merge_main(const kv_cli *c) {
     if (c->npaths == 0) return kv_usage_error("--merge needs report folders: kvrun --merge DIR...");
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;
-        if (c->seen[f] && strcmp(n, "merge") != 0 && strcmp(n, "report-dir") != 0) {
-            return kv_usage_error("--merge takes only report folders and --report-dir, not --%s", n);
+        if (c->seen[f] && strcmp(n, "merge") != 0 && strcmp(n, "report-dir") != 0 && strcmp(n, "gzip-results") != 0) {
+            return kv_usage_error("--merge takes only report folders, --report-dir and --gzip-results, not --%s", n);
         }
     }
-    if (c->case_options) return kv_usage_error("--merge takes only report folders and --report-dir, not case options");
-    if (c->perf) return kv_usage_error("--merge takes only report folders and --report-dir, not --mode=perf");
+    if (c->case_options)
+        return kv_usage_error("--merge takes only report folders, --report-dir and --gzip-results, not case options");
+    if (c->perf) return kv_usage_error("--merge takes only report folders, --report-dir and --gzip-results, not --mode=perf");
     const char *rdir = c->o.report_dir ? c->o.report_dir : KV_DRIVER_DEFAULT_REPORT_DIR;
     int code = 2;
-    const kv_status st = kv_merge_write(c->paths, c->npaths, rdir, stdout, &code);
+    const kv_status st = kv_merge_write(c->paths, c->npaths, rdir, c->o.gzip_results, stdout, &code);
     fflush(stdout);
     if (st != KV_OK) fprintf(stderr, "kvrun: %s\n", kv_last_error_message());
     return code;
@@ -581,7 +585,7 @@ static int kvrun_tune_env(void) {
  * goldens and workers do not apply to it (a silent no-op would mislead). */
 static int kv_perf_flags_check(const kv_cli *c) {
     static const char *const not_perf[] = { "regen-golden", "baseline", "dump", "gate", "jobs", "isolate", "timeout",
-                                            "golden", "retry", "flaky", "verbose", "quiet", "resume",
+                                            "golden", "retry", "flaky", "verbose", "quiet", "resume", "gzip-results",
                                             "deadline", "max-failures" };
     for (int f = 0; f < KV_NFLAGS; f++) {
         const char *n = kv_flags[f].name;

@@ -31,16 +31,18 @@ PLUGINS=$(dirname "$KVRUN")/backends
 expect 0 "" "a green run into reports/onednn-accel" -- \
     env KV_BACKEND_PATH="$PLUGINS" sh $RUN "$T/good.case" "$T/rep"
 expect 1 "" "a red suite: ninja run exits 1" -- env KV_BACKEND_PATH="$PLUGINS" sh $RUN "$T/bad.case" "$T/rep"
-grep -q '"status":"FAIL"' "$T/rep/results.jsonl" && grep -q '"status":"FAIL"' "$T/rep/onednn-accel/results.jsonl" &&
-    grep -q '"status":"FAIL"' "$T/rep/opencl-accel/results.jsonl" &&
+# ninja run writes the rows compressed (--gzip-results).
+rows() { zcat "$1/results.jsonl.gz"; }
+rows "$T/rep" | grep -q '"status":"FAIL"' && rows "$T/rep/onednn-accel" | grep -q '"status":"FAIL"' &&
+    rows "$T/rep/opencl-accel" | grep -q '"status":"FAIL"' &&
     grep -q 'expect=shape' "$T/rep/onednn-accel/failures.txt" &&
     ok "every part wrote the red run's reports (no green report left)" ||
     bad "a folder still holds the green run's reports"
 # The accel parts run the accel twin alone: a cpu case never reaches the
 # accel target, so its rows would repeat the first part's.
-grep -q '"case_id":"neg(dtype=f32,shape=\[4,5\],fill=exact,expect=shape)"' "$T/rep/results.jsonl" &&
-    ! grep -q '"case_id":"neg(dtype=f32,shape=\[4,5\],fill=exact,expect=shape)"' "$T/rep/onednn-accel/results.jsonl" &&
-    grep -q '"case_id":"[^"]*device=accel[,)]' "$T/rep/onednn-accel/results.jsonl" &&
+rows "$T/rep" | grep -q '"case_id":"neg(dtype=f32,shape=\[4,5\],fill=exact,expect=shape)"' &&
+    ! rows "$T/rep/onednn-accel" | grep -q '"case_id":"neg(dtype=f32,shape=\[4,5\],fill=exact,expect=shape)"' &&
+    rows "$T/rep/onednn-accel" | grep -q '"case_id":"[^"]*device=accel[,)]' &&
     ok "the accel parts run the accel cases only" || bad "the accel parts ran a cpu case (or no accel case)"
 # A run clears what an earlier run left: accuracy.md of an accuracy run.
 echo stale >"$T/rep/accuracy.md"

@@ -446,6 +446,7 @@ static void kv_fill_meta(kv_report_meta *meta, const kv_driver_options *o, const
     if (o->deadline_seconds > 0) kv_put_text(b, cap, &n, " deadline=%gs", o->deadline_seconds);
     if (o->max_failures > 0) kv_put_text(b, cap, &n, " max-failures=%d", o->max_failures);
     meta->flaky_fail = o->flaky_fail;
+    meta->gzip_results = o->gzip_results;
     /* Which gates the fastpath check ran under, and what the other checks
      * on accel ran with (KV_REDISPATCH_GATE, KV_NO_REDISPATCH). */
     kv_put_text(b, cap, &n, " fastpath-gates=%s redispatch-gate=%s kill-switch=%s accel-target=%s",

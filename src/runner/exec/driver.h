@@ -115,6 +115,8 @@ typedef struct kv_driver_options {
     int retry;
     /* --flaky=fail: a FLAKY row fails the run (exit 1); default pass. */
     bool flaky_fail;
+    /* --gzip-results: the finished run's rows go to results.jsonl.gz. */
+    bool gzip_results;
     /* -q / -v: what is printed while cases run (runner/exec/progress.h),
      * on `err`: a live line at a terminal, plain lines elsewhere. */
     int verbosity;               /* kv_progress_level: -1 quiet, 0 normal, 1 verbose */

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "runner/report/jsonl_file.h"
 #include "runner/report/merge.h"
 
 static int kv_str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -27,36 +29,41 @@ static kv_status kv_id_set_push(kv_id_set *s, int *cap, const char *id) {
 
 kv_status kv_last_failed_load(const char *report_dir, bool required, kv_id_set *out) {
     memset(out, 0, sizeof *out);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/results.jsonl", report_dir);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
+    char *path = kv_jsonl_path_in(report_dir);
+    if (path == NULL) return kv_error(KV_ERR_OOM, "--last-failed: out of memory");
+    if (access(path, R_OK) != 0) {
         const int e = errno;
-        if (!required && e == ENOENT) return KV_OK;
-        return kv_error(KV_ERR_INVALID_ARG, "--last-failed: cannot read the previous run's '%s': %s (run once without it first)",
-                        path, strerror(e));
+        kv_status st = !required && e == ENOENT ? KV_OK
+                       : kv_error(KV_ERR_INVALID_ARG,
+                                  "--last-failed: cannot read the previous run's '%s': %s (run once without it first)",
+                                  path, strerror(e));
+        free(path);
+        return st;
+    }
+    kv_jsonl_reader rd;
+    kv_status st = kv_jsonl_open(&rd, path, "--last-failed");
+    if (st != KV_OK) {
+        free(path);
+        return st;
     }
     kv_check_result *r = malloc(sizeof *r);
-    char *line = NULL;
-    size_t lcap = 0;
-    int cap = 0, lineno = 0;
-    kv_status st = r ? KV_OK : kv_error(KV_ERR_OOM, "--last-failed: out of memory");
-    ssize_t len;
-    while (st == KV_OK && (len = getline(&line, &lcap, f)) > 0) {
-        lineno++;
-        if (line[len - 1] != '\n') break; /* cut by a kill */
-        line[len - 1] = '\0';
+    int cap = 0;
+    int64_t len = 0;
+    if (r == NULL) st = kv_error(KV_ERR_OOM, "--last-failed: out of memory");
+    while (st == KV_OK && (len = kv_jsonl_next(&rd)) >= 0) {
+        if (rd.cut) break; /* cut by a kill */
         char why[512];
-        if (kv_merge_parse_line(line, r, why, sizeof why) != 0) {
-            st = kv_error(KV_ERR_INVALID_ARG, "--last-failed: %s:%d: %s", path, lineno, why);
+        if (kv_merge_parse_line(rd.line, r, why, sizeof why) != 0) {
+            st = kv_error(KV_ERR_INVALID_ARG, "--last-failed: %s:%lld: %s", path, (long long)rd.lineno, why);
             break;
         }
         out->rows++;
         if (kv_result_status_is_failure(r->status)) st = kv_id_set_push(out, &cap, r->case_id);
     }
-    free(line);
+    if (st == KV_OK && len == -2) st = kv_last_error();
     free(r);
-    fclose(f);
+    free(path);
+    kv_jsonl_close(&rd);
     if (st != KV_OK) {
         kv_id_set_free(out);
         return st;

@@ -4,6 +4,7 @@
  * the new run's rows are streamed against it, and only the rows with
  * something to say are kept for the reports. */
 #include "runner/report/compare_internal.h"
+#include "runner/report/jsonl_file.h"
 #include "runner/report/merge.h"
 #include "runner/report/report_internal.h"
 #include "runner/golden/hash.h"
@@ -193,33 +194,26 @@ static void runcmp_row_of(const kv_check_result *r, kv_runcmp_row *row) {
 typedef kv_status (*runcmp_each_fn)(void *ctx, const kv_check_result *r);
 
 static kv_status runcmp_scan(const char *dir, runcmp_each_fn each, void *ctx) {
-    char *path = kv_report_dup_join(dir, "/" KV_REPORT_JSONL);
+    char *path = kv_jsonl_path_in(dir);
     kv_check_result *r = malloc(sizeof *r);
     if (path == NULL || r == NULL) {
         free(path);
         free(r);
         return kv_error(KV_ERR_OOM, "compare: out of memory");
     }
-    FILE *f = fopen(path, "r");
-    kv_status st = KV_OK;
-    if (f == NULL) {
-        st = kv_error(KV_ERR_INVALID_ARG, "'%s': cannot read it", path);
-    } else {
-        char *line = NULL;
-        size_t cap = 0;
-        ssize_t len;
-        int64_t lineno = 0;
+    kv_jsonl_reader rd;
+    kv_status st = kv_jsonl_open(&rd, path, ""); /* the caller says "compare: not comparable" */
+    if (st == KV_OK) {
+        int64_t len;
         char why[512];
-        while (st == KV_OK && (len = getline(&line, &cap, f)) >= 0) {
-            lineno++;
-            if (len > 0 && line[len - 1] == '\n') line[len - 1] = '\0';
-            if (kv_merge_parse_line(line, r, why, sizeof why) != 0)
-                st = kv_error(KV_ERR_INVALID_ARG, "'%s':%lld: %s", path, (long long)lineno, why);
+        while (st == KV_OK && (len = kv_jsonl_next(&rd)) >= 0) {
+            if (kv_merge_parse_line(rd.line, r, why, sizeof why) != 0)
+                st = kv_error(KV_ERR_INVALID_ARG, "'%s':%lld: %s", path, (long long)rd.lineno, why);
             else
                 st = each(ctx, r);
         }
-        free(line);
-        fclose(f);
+        if (st == KV_OK && len == -2) st = kv_last_error();
+        kv_jsonl_close(&rd);
     }
     free(path);
     free(r);

@@ -1,6 +1,7 @@
 /* The reader of report folders (the encoding is described in
  * report_jsonl.c) and the shard merge on top of it. */
 #include "runner/report/merge.h"
+#include "runner/report/jsonl_file.h"
 
 #include "runner/golden/hash.h"
 #include "runner/check/tol_backend.h"
@@ -291,47 +292,31 @@ int kv_merge_parse_line(const char *line, kv_check_result *out, char *why, int w
 typedef kv_status (*merge_row_fn)(void *ctx, const kv_check_result *r, int64_t off);
 
 static kv_status scan_jsonl(const char *path, merge_row_fn row, void *ctx) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        int e = errno;
-        return kv_error(KV_ERR_INVALID_ARG, "merge: cannot read '%s': %s", path, strerror(e));
-    }
-    kv_status st = KV_OK;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int lineno = 0;
-    int64_t off = 0;
+    kv_jsonl_reader rd;
+    kv_status st = kv_jsonl_open(&rd, path, "merge");
+    if (st != KV_OK) return st;
+    int64_t len;
     char why[512];
     kv_check_result *r = malloc(sizeof *r);
     if (r == NULL) st = kv_error(KV_ERR_OOM, "merge: '%s': out of memory", path);
-    while (st == KV_OK && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        const int64_t at = off;
-        off += len;
-        if (len == 0 || line[len - 1] != '\n') {
-            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: the last line has no newline (a truncated file?)",
+    while (st == KV_OK && (len = kv_jsonl_next(&rd)) >= 0) {
+        const long long lineno = (long long)rd.lineno;
+        if (rd.cut) {
+            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%lld: the last line has no newline (a truncated file?)",
                           path, lineno);
-            break;
-        }
-        line[--len] = '\0';
-        if ((size_t)len != strlen(line)) {
-            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: the line contains a NUL byte", path, lineno);
+        } else if ((size_t)len != strlen(rd.line)) {
+            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%lld: the line contains a NUL byte", path, lineno);
         } else if (len == 0) {
-            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: empty line", path, lineno);
-        } else if (kv_merge_parse_line(line, r, why, sizeof why) != 0) {
-            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%d: %s", path, lineno, why);
+            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%lld: empty line", path, lineno);
+        } else if (kv_merge_parse_line(rd.line, r, why, sizeof why) != 0) {
+            st = kv_error(KV_ERR_INVALID_ARG, "merge: %s:%lld: %s", path, lineno, why);
         } else {
-            st = row(ctx, r, at);
+            st = row(ctx, r, rd.off);
         }
     }
-    if (st == KV_OK && ferror(f)) {
-        int e = errno;
-        st = kv_error(KV_ERR_INVALID_ARG, "merge: reading '%s' failed: %s", path, strerror(e));
-    }
+    if (st == KV_OK && len == -2) st = kv_last_error();
     free(r);
-    free(line);
-    fclose(f);
+    kv_jsonl_close(&rd);
     return st;
 }
 
@@ -424,6 +409,13 @@ kv_status kv_merge_read_meta(const char *path, kv_report_meta *meta, int64_t *nr
                                                      strcmp(json_string_value(flaky), "fail") == 0)))
         rc = fail(why, sizeof why, "\"flaky\": expected \"pass\" or \"fail\"");
     else if (flaky != NULL) m.flaky_fail = strcmp(json_string_value(flaky), "fail") == 0;
+    /* Optional (absent: plain, as before --gzip-results existed). A merge
+     * of compressed shards writes its rows compressed too. */
+    const json_t *rfile = rc == 0 ? json_object_get(o, "results_file") : NULL;
+    if (rfile != NULL && !(json_is_string(rfile) && (strcmp(json_string_value(rfile), KV_REPORT_JSONL) == 0 ||
+                                                     strcmp(json_string_value(rfile), KV_REPORT_JSONL_GZ) == 0)))
+        rc = fail(why, sizeof why, "\"results_file\": expected \"" KV_REPORT_JSONL "\" or \"" KV_REPORT_JSONL_GZ "\"");
+    else if (rfile != NULL) m.gzip_results = strcmp(json_string_value(rfile), KV_REPORT_JSONL_GZ) == 0;
     /* Optional (absent: complete, as before interrupted runs existed). */
     const json_t *complete = rc == 0 ? json_object_get(o, "complete") : NULL;
     if (complete != NULL && !json_is_boolean(complete)) {
@@ -452,7 +444,7 @@ kv_status kv_merge_read_meta(const char *path, kv_report_meta *meta, int64_t *nr
 
 /* ---- merging folders ----
  * Two passes over the folders, so that no row is held: the first checks
- * every file and keeps, per row, a hash of its (case, check) and where it
+ * every file and keeps, per row, a hash of its (case, check, backend) and where it
  * is (24 bytes a row: duplicates can only be found by looking at all
  * rows); the second reads the rows again and hands them on in folder
  * order. Rows whose hashes meet are read back and compared exactly, so a
@@ -479,7 +471,8 @@ struct kv_merge {
 };
 
 static uint64_t merge_key_hash(const kv_check_result *r) {
-    return kv_hash_string(r->case_id) * 0x9E3779B97F4A7C15ull ^ kv_hash_string(r->check);
+    return (kv_hash_string(r->case_id) * 0x9E3779B97F4A7C15ull ^ kv_hash_string(r->check)) * 0xC2B2AE3D27D4EB4Full ^
+           kv_hash_string(r->backend);
 }
 
 static int cmp_key(const void *a, const void *b) {
@@ -535,23 +528,15 @@ static kv_status sink_key(void *ctx, const kv_check_result *r, int64_t off) {
 
 /* The row at byte `off` of a results.jsonl checked by the first pass. */
 static kv_status read_row_at(const char *path, int64_t off, kv_check_result *r) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        int e = errno;
-        return kv_error(KV_ERR_INVALID_ARG, "merge: cannot read '%s': %s", path, strerror(e));
-    }
-    char *line = NULL;
-    size_t cap = 0;
+    kv_jsonl_reader rd;
+    kv_status st = kv_jsonl_open(&rd, path, "merge");
+    if (st != KV_OK) return st;
     char why[512];
-    kv_status st = KV_OK;
-    ssize_t len = fseeko(f, (off_t)off, SEEK_SET) == 0 ? getline(&line, &cap, f) : -1;
-    if (len <= 0 || line[len - 1] != '\n')
+    if (kv_jsonl_seek(&rd, off) != KV_OK || kv_jsonl_next(&rd) < 0 || rd.cut)
         st = kv_error(KV_ERR_INVALID_ARG, "merge: '%s' changed while being merged", path);
-    else line[len - 1] = '\0';
-    if (st == KV_OK && kv_merge_parse_line(line, r, why, sizeof why) != 0)
+    else if (kv_merge_parse_line(rd.line, r, why, sizeof why) != 0)
         st = kv_error(KV_ERR_INVALID_ARG, "merge: '%s' changed while being merged: %s", path, why);
-    free(line);
-    fclose(f);
+    kv_jsonl_close(&rd);
     return st;
 }
 
@@ -581,7 +566,7 @@ static kv_status check_dir(const char *dir, const char *jsonl, int d, kv_report_
 }
 
 /* Among keys with one hash (sorted by folder and place), a second copy of
- * a (case, check) is dropped when it is an identical backend row, and is
+ * a (case, check, backend) is dropped when it is an identical backend row, and is
  * an error otherwise. Runs of equal hashes are a handful of rows: the
  * backend rows of each shard, or a real duplicate. */
 static kv_status judge_equal_hashes(kv_merge *m, const merge_key *run, int64_t n) {
@@ -591,10 +576,13 @@ static kv_status judge_equal_hashes(kv_merge *m, const merge_key *run, int64_t n
         st = read_row_at(m->jsonl[run[j].dir], run[j].off, b);
         for (int64_t i = 0; st == KV_OK && i < j; i++) {
             st = read_row_at(m->jsonl[run[i].dir], run[i].off, a);
-            if (st != KV_OK || strcmp(a->case_id, b->case_id) != 0 || strcmp(a->check, b->check) != 0) continue;
+            if (st != KV_OK || strcmp(a->case_id, b->case_id) != 0 || strcmp(a->check, b->check) != 0 ||
+                strcmp(a->backend, b->backend) != 0)
+                continue;
             if (!same_backend_row(a, b)) {
-                st = kv_error(KV_ERR_INVALID_ARG, "merge: duplicate result for case '%s' check '%s': in '%s' and in '%s'",
-                              b->case_id, b->check, m->dirs[run[i].dir], m->dirs[run[j].dir]);
+                st = kv_error(KV_ERR_INVALID_ARG,
+                              "merge: duplicate result for case '%s' check '%s' backend '%s': in '%s' and in '%s'",
+                              b->case_id, b->check, b->backend, m->dirs[run[i].dir], m->dirs[run[j].dir]);
                 break;
             }
             merge_where *grown = realloc(m->drop, (size_t)(m->ndrop + 1) * sizeof *grown);
@@ -694,7 +682,7 @@ kv_merge *kv_merge_open(const char *const *dirs, int ndirs, kv_report_meta *meta
     }
     for (int i = 0; i < ndirs && st == KV_OK; i++) {
         if (dirs[i] == NULL) st = kv_error(KV_ERR_INVALID_ARG, "kv_merge_open: argument 'dirs[%d]': is NULL", i);
-        else if ((m->jsonl[i] = path_in(dirs[i], KV_REPORT_JSONL)) == NULL)
+        else if ((m->jsonl[i] = kv_jsonl_path_in(dirs[i])) == NULL)
             st = kv_error(KV_ERR_OOM, "merge: '%s': out of memory", dirs[i]);
         else st = check_dir(dirs[i], m->jsonl[i], i, &metas[i], &keys);
     }
@@ -788,12 +776,14 @@ kv_status kv_merge_dirs(const char *const *dirs, int ndirs, kv_result_list *out,
 
 static kv_status add_to_build(void *ctx, const kv_check_result *r) { return kv_report_build_add(ctx, r); }
 
-kv_status kv_merge_write(const char *const *dirs, int ndirs, const char *rdir, FILE *console, int *exit_code) {
+kv_status kv_merge_write(const char *const *dirs, int ndirs, const char *rdir, bool gzip_results, FILE *console,
+                         int *exit_code) {
     *exit_code = 2;
     kv_report_meta meta;
     kv_report_meta_init(&meta);
     kv_merge *m = kv_merge_open(dirs, ndirs, &meta);
     if (m == NULL) return kv_last_error();
+    meta.gzip_results |= gzip_results; /* compressed shards merge compressed */
     *exit_code = 1;
     kv_status st = KV_OK;
     kv_report_build *b = kv_report_build_begin(rdir, &meta);

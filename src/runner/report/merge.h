@@ -72,6 +72,7 @@ kv_status kv_merge_dirs(const char *const *dirs, int ndirs, kv_result_list *out,
  * merge (nothing written; the error is returned), 1 when writing failed
  * (error returned, "writing reports to RDIR: ..."), else the merged run's
  * own code (0, or 1 for failures). */
-kv_status kv_merge_write(const char *const *dirs, int ndirs, const char *rdir, FILE *console, int *exit_code);
+kv_status kv_merge_write(const char *const *dirs, int ndirs, const char *rdir, bool gzip_results, FILE *console,
+                         int *exit_code);
 
 #endif

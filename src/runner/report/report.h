@@ -90,6 +90,10 @@ typedef struct kv_report_meta {
     bool incomplete;
     char interrupted[16];        /* "SIGINT", "SIGTERM", "" */
     int64_t ncases_done;         /* of ncases, when incomplete */
+    /* --gzip-results: the finished rows go to results.jsonl.gz, not
+     * results.jsonl (the store of a run in progress stays plain, so an
+     * interrupted run resumes as before). meta.json says which file. */
+    bool gzip_results;
 } kv_report_meta;
 
 /* "interrupted by SIGINT after 12 of 541 cases: ..." for the reports of an
@@ -248,6 +252,10 @@ kv_status kv_report_mkdirs(const char *dir);
 
 /* The file names inside a report folder. */
 #define KV_REPORT_JSONL "results.jsonl"
+/* The same rows gzip-compressed, written instead at the end of a run with
+ * --gzip-results (docs/reports.md): a whole suite's plain rows are tens of
+ * MB, too much for a CI artifact. */
+#define KV_REPORT_JSONL_GZ "results.jsonl.gz"
 #define KV_REPORT_META "meta.json"
 #define KV_REPORT_JUNIT "junit.xml"
 #define KV_REPORT_HTML "report.html"

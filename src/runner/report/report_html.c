@@ -783,13 +783,15 @@ static void put_plots(FILE *f, const kv_report_agg *a, html_plots *p) {
 
 /* The full row list stays in results.jsonl: a table of every row made a
  * green suite's page 12 MB and slow to render. */
-static void put_rows_note(FILE *f, const kv_report_agg *a) {
+static void put_rows_note(FILE *f, const kv_report_agg *a, const kv_report_meta *meta) {
+    const char *rows = meta->gzip_results ? KV_REPORT_JSONL_GZ : KV_REPORT_JSONL;
     fprintf(f,
             "<h2 id=\"results\">All results</h2>\n<p>All %lld rows (one per case and check) are in "
-            "<a href=\"" KV_REPORT_JSONL "\"><code>" KV_REPORT_JSONL "</code></a>, one JSON object per line; the "
+            "<a href=\"%s\"><code>%s</code></a>, one JSON object per line%s; the "
             "failing ones are above and in <a href=\"" KV_REPORT_FAILURES "\"><code>" KV_REPORT_FAILURES
             "</code></a>.</p>\n",
-            (long long)a->nrows);
+            (long long)a->nrows, rows, rows, meta->gzip_results ? " (gzip: <code>zcat " KV_REPORT_JSONL_GZ
+                                                                   " | jq ...</code>)" : "");
 }
 
 kv_status kv_report_write_html(const kv_result_list *results, const kv_report_meta *meta, const char *path) {
@@ -831,7 +833,7 @@ kv_status kv_report_html_agg(const kv_report_agg *a, const kv_report_meta *meta,
         put_matrix(tf, a, order);
         put_backend_matrix_and_ops(tf, a, order);
         put_plots(tf, a, &plots);
-        put_rows_note(tf, a);
+        put_rows_note(tf, a, meta);
         fputs("</body>\n</html>\n", tf);
         fclose(tf);
         st = put_failures(rf.f, a, HTML_PAGE_BUDGET - ftell(rf.f) - (long)ntail);

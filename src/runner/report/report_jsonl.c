@@ -281,6 +281,9 @@ kv_status kv_report_meta_agg(const kv_report_meta *meta, const kv_report_agg *a,
         bad |= put(o, "cases_done", json_integer((json_int_t)meta->ncases_done));
     }
     bad |= put(o, "results", json_integer((json_int_t)a->nrows));
+    /* Which file holds them: a run in progress appends to the plain one. */
+    bad |= put(o, "results_file",
+               json_string(meta->gzip_results && !meta->incomplete ? KV_REPORT_JSONL_GZ : KV_REPORT_JSONL));
     bad |= put(o, "counts", counts);
     /* The merge compares these (merge.c); written by every run. */
     json_t *fp = json_object();

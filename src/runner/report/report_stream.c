@@ -16,7 +16,8 @@
  * the start, so that an interrupted run never sits next to an old
  * complete report that reads as current. */
 static const char *const kv_stale_reports[] = {
-    KV_REPORT_JUNIT, KV_REPORT_HTML, KV_REPORT_MATRIX, KV_REPORT_FAILURES, KV_REPORT_ACCURACY, KV_REPORT_ACCURACY_JSONL,
+    KV_REPORT_JUNIT,    KV_REPORT_HTML,     KV_REPORT_MATRIX,        KV_REPORT_FAILURES,
+    KV_REPORT_ACCURACY, KV_REPORT_ACCURACY_JSONL, KV_REPORT_JSONL_GZ,
 };
 
 static char *kv_in_dir(const char *dir, const char *name) {
@@ -34,6 +35,7 @@ kv_status kv_report_retire(const char *dir) {
      * a finished run. An incomplete one stays for --resume. */
     const bool complete = st == KV_OK && kv_merge_read_meta(mp, was, NULL) == KV_OK && !was->incomplete;
     static const char *const green[] = { KV_REPORT_META, KV_REPORT_JSONL };
+    /* results.jsonl.gz is among the stale reports. */
     for (size_t i = 0; complete && st == KV_OK && i < sizeof kv_stale_reports / sizeof kv_stale_reports[0] + 2; i++) {
         const size_t ns = sizeof kv_stale_reports / sizeof kv_stale_reports[0];
         char *p = kv_in_dir(dir, i < ns ? kv_stale_reports[i] : green[i - ns]);
