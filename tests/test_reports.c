@@ -696,7 +696,7 @@ static int64_t merge_write_peak(const char *root, int per_shard, int64_t *rows_o
     assert_non_null(console);
     kv_result_rows_peak_reset();
     const int64_t before = kv_result_rows_held();
-    assert_int_equal(kv_merge_write(dirs, 2, out, console, code), KV_OK);
+    assert_int_equal(kv_merge_write(dirs, 2, out, false, console, code), KV_OK);
     const int64_t peak = kv_result_rows_peak() - before;
     assert_int_equal(kv_result_rows_held(), before);
     fclose(console);
