@@ -7,26 +7,16 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "runner/report/report.h"
+#include "runner/report/report_internal.h"
 
 /* gzread's unit: large enough that a 40 MB file is a few hundred reads. */
 enum { KV_JSONL_CHUNK = 1 << 16 };
 
-static char *kv_jsonl_join(const char *dir, const char *name) {
-    const size_t ld = strlen(dir), ln = strlen(name);
-    char *p = malloc(ld + ln + 2);
-    if (p == NULL) return NULL;
-    memcpy(p, dir, ld);
-    p[ld] = '/';
-    memcpy(p + ld + 1, name, ln + 1);
-    return p;
-}
-
 char *kv_jsonl_path_in(const char *dir) {
-    char *gz = kv_jsonl_join(dir, KV_REPORT_JSONL_GZ);
+    char *gz = kv_report_path_in(dir, KV_REPORT_JSONL_GZ);
     if (gz == NULL || access(gz, F_OK) == 0) return gz;
     free(gz);
-    return kv_jsonl_join(dir, KV_REPORT_JSONL);
+    return kv_report_path_in(dir, KV_REPORT_JSONL);
 }
 
 kv_status kv_jsonl_open(kv_jsonl_reader *r, const char *path, const char *who) {

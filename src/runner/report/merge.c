@@ -2,6 +2,7 @@
  * report_jsonl.c) and the shard merge on top of it. */
 #include "runner/report/merge.h"
 #include "runner/report/jsonl_file.h"
+#include "runner/report/report_internal.h"
 
 #include "runner/golden/hash.h"
 #include "runner/check/tol_backend.h"
@@ -497,16 +498,6 @@ static bool same_backend_row(const kv_check_result *a, const kv_check_result *b)
            strcmp(a->message, b->message) == 0;
 }
 
-static char *path_in(const char *dir, const char *name) {
-    size_t ld = strlen(dir), ln = strlen(name);
-    char *p = malloc(ld + ln + 2);
-    if (p == NULL) return NULL;
-    memcpy(p, dir, ld);
-    p[ld] = '/';
-    memcpy(p + ld + 1, name, ln + 1);
-    return p;
-}
-
 typedef struct key_sink {
     merge_key *keys;
     int64_t n, cap;
@@ -542,7 +533,7 @@ static kv_status read_row_at(const char *path, int64_t off, kv_check_result *r) 
 
 /* First pass over one folder: meta.json, then every row's key. */
 static kv_status check_dir(const char *dir, const char *jsonl, int d, kv_report_meta *meta, key_sink *keys) {
-    char *mp = path_in(dir, KV_REPORT_META);
+    char *mp = kv_report_path_in(dir, KV_REPORT_META);
     kv_status st = KV_OK;
     int64_t expect = 0;
     if (mp == NULL) st = kv_error(KV_ERR_OOM, "merge: '%s': out of memory", dir);

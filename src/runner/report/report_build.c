@@ -30,13 +30,6 @@ struct kv_report_build {
     char failed_msg[1024];
 };
 
-static char *build_path(const char *dir, const char *name) {
-    char *slash = kv_report_dup_join(dir, "/");
-    char *p = slash ? kv_report_dup_join(slash, name) : NULL;
-    free(slash);
-    return p;
-}
-
 /* Level 1: the rows repeat themselves so much that the fastest level
  * already takes a whole suite's rows to a few percent of their size; the
  * default level saves little more at several times the time. */
@@ -99,7 +92,7 @@ kv_report_build *kv_report_build_begin(const char *dir, const kv_report_meta *me
     }
     if (kv_report_mkdirs(dir) != KV_OK) return NULL;
     kv_report_build *b = calloc(1, sizeof *b);
-    char *jp = build_path(dir, KV_REPORT_JSONL);
+    char *jp = kv_report_path_in(dir, KV_REPORT_JSONL);
     if (b == NULL || jp == NULL || (b->dir = strdup(dir)) == NULL) {
         free(jp);
         kv_report_build_free(b);
@@ -212,7 +205,7 @@ kv_status kv_report_build_finish(kv_report_build *b, const kv_report_meta *meta)
     /* Every file even after one failed: a partial report beats none. The
      * first failure is the one reported. */
     for (size_t i = 0; i < sizeof writers / sizeof writers[0]; i++) {
-        char *path = build_path(b->dir, writers[i].name);
+        char *path = kv_report_path_in(b->dir, writers[i].name);
         if (path == NULL) return kv_error(KV_ERR_OOM, "report: '%s': out of memory", b->dir);
         const kv_status st = writers[i].fn(b, meta, path);
         free(path);

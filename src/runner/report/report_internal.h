@@ -18,6 +18,8 @@ typedef struct kv_report_file {
 
 /* a + b in a new malloc'd string; NULL when out of memory. */
 char *kv_report_dup_join(const char *a, const char *b);
+/* DIR/NAME in a new malloc'd string; NULL when out of memory. */
+char *kv_report_path_in(const char *dir, const char *name);
 
 /* Opens PATH.tmp for writing; on failure the error names the path. */
 kv_status kv_report_file_open(kv_report_file *rf, const char *path);

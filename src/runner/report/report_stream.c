@@ -20,15 +20,8 @@ static const char *const kv_stale_reports[] = {
     KV_REPORT_ACCURACY, KV_REPORT_ACCURACY_JSONL, KV_REPORT_JSONL_GZ,
 };
 
-static char *kv_in_dir(const char *dir, const char *name) {
-    char *slash = kv_report_dup_join(dir, "/");
-    char *p = slash ? kv_report_dup_join(slash, name) : NULL;
-    free(slash);
-    return p;
-}
-
 kv_status kv_report_retire(const char *dir) {
-    char *mp = kv_in_dir(dir, KV_REPORT_META);
+    char *mp = kv_report_path_in(dir, KV_REPORT_META);
     kv_report_meta *was = malloc(sizeof *was);
     kv_status st = mp == NULL || was == NULL ? kv_error(KV_ERR_OOM, "report: '%s': out of memory", dir) : KV_OK;
     /* No meta.json (or one that does not read): nothing that passes for
@@ -38,7 +31,7 @@ kv_status kv_report_retire(const char *dir) {
     /* results.jsonl.gz is among the stale reports. */
     for (size_t i = 0; complete && st == KV_OK && i < sizeof kv_stale_reports / sizeof kv_stale_reports[0] + 2; i++) {
         const size_t ns = sizeof kv_stale_reports / sizeof kv_stale_reports[0];
-        char *p = kv_in_dir(dir, i < ns ? kv_stale_reports[i] : green[i - ns]);
+        char *p = kv_report_path_in(dir, i < ns ? kv_stale_reports[i] : green[i - ns]);
         if (p == NULL) st = kv_error(KV_ERR_OOM, "report: '%s': out of memory", dir);
         else if (unlink(p) != 0 && errno != ENOENT)
             st = kv_error(KV_ERR_INVALID_ARG, "report: cannot remove the old '%s': %s", p, strerror(errno));
@@ -58,7 +51,7 @@ kv_status kv_report_begin(const char *dir, const kv_report_meta *meta, bool resu
     kv_status st = kv_report_mkdirs(dir);
     if (st != KV_OK) return st;
     for (size_t i = 0; i < sizeof kv_stale_reports / sizeof kv_stale_reports[0]; i++) {
-        char *p = kv_in_dir(dir, kv_stale_reports[i]);
+        char *p = kv_report_path_in(dir, kv_stale_reports[i]);
         if (p == NULL) return kv_error(KV_ERR_OOM, "report: '%s': out of memory", dir);
         if (unlink(p) != 0 && errno != ENOENT) {
             const int e = errno;
@@ -69,8 +62,8 @@ kv_status kv_report_begin(const char *dir, const kv_report_meta *meta, bool resu
         free(p);
     }
     /* meta.json first: from now on the folder says "in progress". */
-    char *mp = kv_in_dir(dir, KV_REPORT_META);
-    s->path = kv_in_dir(dir, KV_REPORT_JSONL);
+    char *mp = kv_report_path_in(dir, KV_REPORT_META);
+    s->path = kv_report_path_in(dir, KV_REPORT_JSONL);
     if (mp == NULL || s->path == NULL) {
         free(mp);
         free(s->path);

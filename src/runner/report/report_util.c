@@ -64,6 +64,16 @@ char *kv_report_dup_join(const char *a, const char *b) {
     return s;
 }
 
+char *kv_report_path_in(const char *dir, const char *name) {
+    const size_t ld = strlen(dir), ln = strlen(name);
+    char *p = malloc(ld + ln + 2);
+    if (p == NULL) return NULL;
+    memcpy(p, dir, ld);
+    p[ld] = '/';
+    memcpy(p + ld + 1, name, ln + 1);
+    return p;
+}
+
 kv_status kv_report_file_open(kv_report_file *rf, const char *path) {
     memset(rf, 0, sizeof *rf);
     if (path == NULL || path[0] == '\0')
