@@ -11,6 +11,12 @@ expect 0 "vs the reference kernel run live: no stored golden (live reference)" "
     cat "$T/r1/results.jsonl"
 expect 1 "golden missing" "--golden=store: the same case is ERROR" -- $KVRUN $NEW --golden=store --report-dir="$T/r2"
 echo "$NEW" >"$T/new.case"
+# A case from a file that runs no golden check (cases/sizes.case's large
+# sizes) has none stored: its rows say that, not that the store is broken.
+echo "$NEW --check=variants" >"$T/nogolden.case"
+expect 0 "vs the reference kernel run live: the case runs no golden check, so none is stored" \
+    "a file case without a golden check: the rows say why there is no golden" -- \
+    sh -c "$KVRUN '$T/nogolden.case' --report-dir='$T/r5' >/dev/null 2>&1; cat '$T/r5/results.jsonl'"
 expect 1 "golden missing" "the same case from a file stays strict (as the suite does)" -- \
     $KVRUN "$T/new.case" --report-dir="$T/r3"
 expect 0 "live reference" "--golden=live makes a file's case live too" -- \
