@@ -18,7 +18,17 @@ void kv_input_guard_take(const kv_op *op, const kv_case_inputs *in, kv_input_sna
         s->t[k] = t;
         s->arg[k] = i;
         s->written[k] = kv_check_arg_is_mutated(op, i);
-        s->geometry[k] = *t; /* atomics copied as plain bytes: only the geometry is read */
+        /* The geometry only, field by field: the reference count is atomic
+         * and read below as such. */
+        kv_tensor *g = &s->geometry[k];
+        memset(g, 0, sizeof *g);
+        g->storage = t->storage;
+        g->ndim = t->ndim;
+        memcpy(g->sizes, t->sizes, sizeof g->sizes);
+        memcpy(g->strides, t->strides, sizeof g->strides);
+        g->offset = t->offset;
+        g->dtype = t->dtype;
+        g->device = t->device;
         kv_tensor_retain(t);
         s->refs[k] = atomic_load(&t->refcount);
     }
