@@ -8,7 +8,11 @@
 #include "test_util.h"
 
 #include "backend/backend_internal.h"
-#include "runner/exec/fpenv.h"
+#include "backend/fpenv.h"
+#include "runner/exec/input_guard.h"
+#include "runner/exec/sigstate.h"
+
+#include <signal.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -124,11 +128,115 @@ static void test_mem_ops_on_host(void **state) {
         assert_string_equal(kv_backend_mem_op_name((kv_backend_mem_op)op), names[op]);
 }
 
+static void test_sig_handler(int sig) { (void)sig; }
+
+/* A handler, an ignored signal and a blocked one are each seen, named and
+ * put back; no change reads as none. */
+static void test_sigstate_each_part(void **state) {
+    (void)state;
+    kv_sigstate before;
+    char what[160];
+    kv_sigstate_read(&before);
+    assert_true(before.ok);
+    assert_true(kv_sigstate_check_restore(&before, what, (int)sizeof what));
+
+    struct sigaction old;
+    sigaction(SIGUSR1, NULL, &old); /* not one of the signals read: ignored */
+    signal(SIGSEGV, test_sig_handler);
+    assert_false(kv_sigstate_check_restore(&before, what, (int)sizeof what));
+    assert_non_null(strstr(what, "the handler of SIGSEGV (signal 11)"));
+    assert_non_null(strstr(what, "another handler"));
+    sigaction(SIGSEGV, NULL, &old);
+
+    assert_true(old.sa_handler == before.act[0].sa_handler);
+
+    signal(SIGPIPE, SIG_IGN);
+    assert_false(kv_sigstate_check_restore(&before, what, (int)sizeof what));
+    assert_non_null(strstr(what, "SIGPIPE"));
+    assert_non_null(strstr(what, "-> ignored"));
+
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, NULL);
+    assert_false(kv_sigstate_check_restore(&before, what, (int)sizeof what));
+    assert_non_null(strstr(what, "the signal mask: SIGTERM"));
+    assert_non_null(strstr(what, "blocked"));
+    sigset_t now;
+    pthread_sigmask(SIG_SETMASK, NULL, &now);
+    assert_false(sigismember(&now, SIGTERM));
+    assert_true(kv_sigstate_check_restore(&before, what, (int)sizeof what));
+}
+
+/* Each part of an argument's geometry changed in place is seen, named and
+ * put back; an argument the schema marks written (a!) may change; a
+ * release the call did not own is given back. */
+static void test_input_guard_each_part(void **state) {
+    (void)state;
+    const kv_op *add = kv_op_find("add.Tensor"), *add_ = kv_op_find("add_.Tensor");
+    assert_non_null(add);
+    assert_non_null(add_);
+    const int64_t sizes[2] = { 4, 5 };
+    kv_tensor *a = kv_tensor_empty(sizes, 2, KV_F32, (kv_device){ KV_DEVICE_CPU, 0 });
+    assert_non_null(a);
+    kv_case_inputs in;
+    memset(&in, 0, sizeof in);
+    in.nargs = 2;
+    in.args[0] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = a };
+    in.args[1] = (kv_ivalue){ .tag = KV_IV_TENSOR, .v.tensor = a }; /* add(a, a): one snapshot, one reference */
+    kv_input_snap snap;
+    char msg[640];
+
+    kv_input_guard_take(add, &in, &snap);
+    assert_int_equal(snap.n, 1);
+    assert_true(kv_input_guard_check(add, 0, &snap, msg, (int)sizeof msg));
+    assert_int_equal(atomic_load(&a->refcount), 1);
+
+    kv_input_guard_take(add, &in, &snap);
+    a->offset = 3;
+    a->dtype = KV_F64;
+    assert_false(kv_input_guard_check(add, kv_keyset_of(KV_KEY_SIM), &snap, msg, (int)sizeof msg));
+    assert_non_null(strstr(msg, "the add.Tensor kernel of SIM changed argument 'self' in place"));
+    assert_non_null(strstr(msg, "storage offset 0 -> 3"));
+    assert_non_null(strstr(msg, "dtype f32 -> f64"));
+    assert_int_equal(a->offset, 0);
+    assert_int_equal(a->dtype, KV_F32);
+
+    kv_input_guard_take(add, &in, &snap);
+    a->device.index = 1;
+    kv_storage *s = a->storage;
+    a->storage = NULL;
+    assert_false(kv_input_guard_check(add, 0, &snap, msg, (int)sizeof msg));
+    assert_non_null(strstr(msg, "the add.Tensor call changed"));
+    assert_non_null(strstr(msg, "device changed; its storage replaced"));
+    assert_true(a->storage == s);
+    assert_int_equal(a->device.index, 0);
+
+    kv_input_guard_take(add, &in, &snap);
+    /* What a kernel that frees its input does: the guard's own reference
+     * keeps the tensor alive, the caller's is given back. */
+    kv_tensor_release(a);
+    assert_false(kv_input_guard_check(add, 0, &snap, msg, (int)sizeof msg));
+    assert_non_null(strstr(msg, "released argument 'self' 1 time more"));
+    assert_int_equal(atomic_load(&a->refcount), 1);
+
+    /* add_ writes self: its geometry is its own to change (a resize). */
+    in.nargs = 3;
+    in.args[2] = (kv_ivalue){ .tag = KV_IV_SCALAR, .v.scalar = kv_scalar_int(1) };
+    kv_input_guard_take(add_, &in, &snap);
+    a->sizes[0] = 2;
+    assert_true(kv_input_guard_check(add_, 0, &snap, msg, (int)sizeof msg));
+    assert_int_equal(a->sizes[0], 2);
+    kv_tensor_release(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fpenv_each_part),
         cmocka_unit_test(test_scope_outside_a_load),
         cmocka_unit_test(test_mem_ops_on_host),
+        cmocka_unit_test(test_sigstate_each_part),
+        cmocka_unit_test(test_input_guard_each_part),
     };
     return cmocka_run_group_tests(tests, kv_test_setup_init, NULL);
 }

@@ -136,6 +136,26 @@ table() {
     row required kernel_fdleak:no-regen-advice kernel_fdleak@fdlimit nonzero '!~(regenerate|corrupt)' -
     row required kernel_mapleak        kernel_mapleak  nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_mapleak ~memory.mappings.leaked' -
     row required mem_memset            mem_memset      nonzero 'status=FAIL backend=hostile_mem_memset ~mem\.memset.of.1027.bytes.to.0x5C.did.not.set' -
+    # Issue 22 from a stranger's side: what the promises forbid that the
+    # faults above do not reach. A stale pointer into an earlier call's
+    # input, an input changed or released in place, FTZ/DAZ in a kernel or
+    # at load, a signal handler left behind.
+    row required kernel_inputmeta      kernel_inputmeta nonzero 'status=FAIL op=mul\.Tensor check=variants:hostile_kernel_inputmeta backend=hostile_kernel_inputmeta ~mul\.Tensor.kernel.of.hostile_kernel_inputmeta.changed.argument..self..in.place ~sizes.\[4,.5\].->.\[20\]' -
+    row required kernel_inputmeta:control kernel_inputmeta nonzero 'status=PASS op=add\.Tensor check=variants:hostile_kernel_inputmeta backend=hostile_kernel_inputmeta' -
+    row required kernel_stale          kernel_stale    nonzero 'status=FAIL op=mul\.Tensor check=memory:hostile_kernel_stale backend=hostile_kernel_stale ~written.after.it.was.freed ~kept.a.pointer' -
+    row required kernel_release        kernel_release  nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_release ~mul\.Tensor.kernel.of.hostile_kernel_release.released.argument..self..1.time.more' -
+    row required kernel_release:cpu-untouched kernel_release nonzero '!status=(FAIL|ERROR|CRASH) backend=cpu' -
+    row required kernel_ftz            kernel_ftz      nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_ftz ~mul\.Tensor.kernel.of.hostile_kernel_ftz.changed.the.floating-point.environment' -
+    row required load_fpenv            load_fpenv      nonzero 'status=ERROR check=load backend=hostile_load_fpenv ~constructors.or.entry.point.changed.the.floating-point.environment' 'libhostile_load_fpenv\.so.*changed the floating-point environment'
+    row required kernel_signal         kernel_signal   nonzero 'status=FAIL op=mul\.Tensor backend=hostile_kernel_signal ~mul\.Tensor.kernel.of.hostile_kernel_signal.changed.the.handler.of.SIGSEGV' -
+    # Caught before this round; rows so a regression shows.
+    row required kernel_exitzero       kernel_exitzero nonzero 'status=CRASH op=mul\.Tensor backend=hostile_kernel_exitzero ~exited.with.status.0.in.the.mul\.Tensor.kernel.of.hostile_kernel_exitzero' -
+    row required kernel_slow2          kernel_slow2    nonzero 'status=TIMEOUT op=mul\.Tensor backend=hostile_kernel_slow2 ~mul\.Tensor.kernel.of.hostile_kernel_slow2' -
+    row required kernel_reenter        kernel_reenter  nonzero 'status=CRASH op=mul\.Tensor backend=hostile_kernel_reenter ~mul\.Tensor.kernel.of.hostile_kernel_reenter' -
+    # Allowed: errno is scratch, and output while loading is console text
+    # (the reports are files). Both runs pass.
+    row required kernel_errno:harmless kernel_errno    0       'status=PASS op=mul\.Tensor check=memory:hostile_kernel_errno backend=hostile_kernel_errno' -
+    row required load_stdout:harmless  load_stdout     0       'status=PASS op=mul\.Tensor check=variants:hostile_load_stdout backend=hostile_load_stdout' 'hostile_load_stdout: hello from the entry point'
 }
 
 tmp=$(mktemp -d)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/backend_internal.h"
+#include "backend/fpenv.h"
 #include "kv/accel.h"
 #include "kv/tune.h"
 
@@ -191,6 +192,9 @@ void kv_backend_reselect_accel(void) {
 static kv_status load_locked(kv_backend_info *r, const char *path) {
     if (path == NULL || path[0] == '\0')
         return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG, "backend '': no path given; skipped");
+    /* The FP environment is the plugin's to leave as it found it from its
+     * first instruction on: its constructors run in dlopen. */
+    const kv_fpenv fpenv_before = kv_fpenv_read();
     dlerror();
     kv_backend_probe_stage("dlopen (the library's constructors)");
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -205,6 +209,7 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
         const char *why = dlerror();
         (void)why;
         dlclose(handle);
+        kv_fpenv_restore(&fpenv_before); /* its constructors ran: the load fails for the missing entry */
         return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
                            "backend '%s': not a kvsuite backend: it exports no '%s' function; skipped", path,
                            KV_BACKEND_ENTRY_NAME);
@@ -227,6 +232,12 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
     dp->host = kv_backend_host_api();
     kv_backend_probe_stage("its entry point " KV_BACKEND_ENTRY_NAME);
     const int rc = entry(dp, KV_BACKEND_ABI_VERSION);
+    char fpenv_change[256] = "";
+    const kv_fpenv fpenv_loaded = kv_fpenv_read();
+    if (!kv_fpenv_equal(&fpenv_before, &fpenv_loaded)) {
+        kv_fpenv_describe(&fpenv_before, &fpenv_loaded, fpenv_change, (int)sizeof fpenv_change);
+        kv_fpenv_restore(&fpenv_before); /* before anything computes in it */
+    }
     const size_t overrun = canary_damage(block + sizeof(kv_backend_desc));
     kv_backend_desc d = *dp;
     free(block);
@@ -267,6 +278,14 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
     }
     snprintf(r->name, sizeof r->name, "%s", d.name);
     snprintf(r->version, sizeof r->version, "%s", d.version);
+    if (fpenv_change[0] != '\0') {
+        dlclose(handle);
+        return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
+                           "backend '%s' (%s): its constructors or entry point changed the floating-point "
+                           "environment and did not restore it: %s (a library built with -ffast-math sets FTZ/DAZ "
+                           "as it loads); skipped",
+                           path, d.name, fpenv_change);
+    }
     if (rc != 0) {
         dlclose(handle);
         return record_fail(r, KV_BACKEND_FAILED, KV_ERR_INVALID_ARG,
@@ -355,6 +374,15 @@ static kv_status load_locked(kv_backend_info *r, const char *path) {
     kv_status st = d.register_kernels(d.context, type);
     const char *refused = kv_backend_scope_end();
     if (refused != NULL) st = kv_error(KV_ERR_INVALID_ARG, "%s", refused); /* whatever it returned */
+    const kv_fpenv fpenv_registered = kv_fpenv_read();
+    if (!kv_fpenv_equal(&fpenv_before, &fpenv_registered)) {
+        kv_fpenv_describe(&fpenv_before, &fpenv_registered, fpenv_change, (int)sizeof fpenv_change);
+        kv_fpenv_restore(&fpenv_before);
+        if (st == KV_OK)
+            st = kv_error(KV_ERR_INVALID_ARG,
+                          "its register_kernels changed the floating-point environment and did not restore it: %s",
+                          fpenv_change);
+    }
     if (st != KV_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", kv_last_error_message());

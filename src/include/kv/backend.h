@@ -46,7 +46,17 @@
  *
  * Loading is explicit: kv_init never loads plugins; kvrun and the tests
  * call the loader. Registration is start-up work (single threaded), like
- * every other registration. */
+ * every other registration.
+ *
+ * What a plugin promises beyond the fields (docs/plugin-abi.md lists each
+ * promise with the check that catches its breach): a kernel borrows its
+ * tensor arguments for the call only. It must not change the geometry
+ * (sizes, strides, offset, dtype, device, storage) of one the schema does
+ * not mark written (a!), release a reference to one, or write through a
+ * pointer into one after it returned. From its library's constructors on,
+ * it leaves the FP environment (rounding mode, trap masks, FTZ/DAZ) and
+ * the signal handlers and mask as it found them. It may set errno, print,
+ * and call back into the dispatcher through the host table. */
 #ifndef KV_BACKEND_H
 #define KV_BACKEND_H
 

@@ -39,6 +39,7 @@
 #include "runner/check/check_util.h"
 #include "runner/exec/guard_alloc.h"
 #include "runner/exec/inflight.h"
+#include "runner/exec/sigstate.h"
 #include "runner/check/tolerance.h"
 
 #define MEM_POISON_A 0x00
@@ -392,15 +393,25 @@ static void mem_row(const kv_check_ctx *ctx, const mem_target *tg, const char *c
      * keeps, and must not grow by the same large amount both times (a
      * one-time cache grows only on the first call). */
     int64_t heap[3], fds[3], maps[3];
+    kv_sigstate sig0 = { .ok = false };
+    if (dt != KV_DEVICE_CPU) kv_sigstate_read(&sig0);
     heap[0] = mem_host_heap();
     fds[0] = mem_count_entries("/proc/self/fd");
     maps[0] = mem_count_maps();
     bool ran = mem_one_run(ctx, tg, MEM_POISON_A, &runs[0], &r);
+    /* Keeps run 1's freed device blocks (kv_guard_release_freed). */
+    char stale_msg[256];
+    int stale = kv_guard_release_freed(false, stale_msg, (int)sizeof stale_msg);
     heap[1] = mem_host_heap();
     fds[1] = mem_count_entries("/proc/self/fd");
     maps[1] = mem_count_maps();
     const bool go_on = r.status != KV_RESULT_ERROR && r.status != KV_RESULT_UNSUPPORTED;
     if (ran && go_on) ran = mem_one_run(ctx, tg, MEM_POISON_B, &runs[1], &r);
+    /* Gives back run 1's, where a kernel that kept a pointer from run 1's
+     * call wrote in run 2, and keeps run 2's: the heap and mapping counts
+     * below see one run's kept blocks each time. */
+    if (stale == 0) stale = kv_guard_release_freed(false, stale_msg, (int)sizeof stale_msg);
+    else (void)kv_guard_release_freed(false, NULL, 0);
     heap[2] = mem_host_heap();
     fds[2] = mem_count_entries("/proc/self/fd");
     maps[2] = mem_count_maps();
@@ -449,6 +460,19 @@ static void mem_row(const kv_check_ctx *ctx, const mem_target *tg, const char *c
         mem_run_free(&again);
     }
     char msg[256];
+    if (dt != KV_DEVICE_CPU && !kv_sigstate_check_restore(&sig0, msg, (int)sizeof msg))
+        mem_fail(&r,
+                 "%sthe %s kernel of %s changed %s and did not restore it (a kernel must leave signal handlers and "
+                 "the signal mask as it found them)",
+                 tg->who, c->op, kv_device_type_name(dt), msg);
+    if (stale == 0) stale = kv_guard_release_freed(true, stale_msg, (int)sizeof stale_msg);
+    else (void)kv_guard_release_freed(true, NULL, 0);
+    if (stale > 0)
+        mem_fail(&r,
+                 "%s%d block%s of %s memory written after the call that freed %s returned: %s (a kernel kept a "
+                 "pointer to an earlier call's tensor and wrote through it)",
+                 tg->who, stale, stale == 1 ? "" : "s", kv_device_type_name(dt), stale == 1 ? "it" : "them",
+                 stale_msg);
     const int damaged = kv_guard_free_damage(msg, (int)sizeof msg);
     if (damaged > 0) mem_fail(&r, "%s%d block%s damaged %s", tg->who, damaged, damaged == 1 ? "" : "s", msg);
     const int64_t leaked_dev = dt != KV_DEVICE_CPU ? kv_guard_live_blocks_of(dt) : 0;

@@ -27,6 +27,7 @@ typedef struct guard_rec {
     size_t total;          /* allocated */
     uint64_t epoch;
     kv_device_type type;   /* whose memory */
+    uint64_t freed_gen;    /* kept after its free: the kv_guard_release_freed call it came after */
     struct guard_rec *next;
 } guard_rec;
 
@@ -45,6 +46,12 @@ static uint8_t guard_poison;
 static int guard_free_damaged;
 static char guard_free_msg[256];
 static guard_dev guard_devs[KV_DEVICE_TYPE_COUNT];
+/* Backend blocks freed while their device is guarded: kept, filled with
+ * the pattern, until kv_guard_release_freed, so that a kernel writing
+ * through a pointer it kept from an earlier call hits memory the guard
+ * still owns and reads back, not a block the backend reused. */
+static guard_rec *guard_freed;
+static uint64_t guard_freed_gen;
 
 #define GUARD_CHUNK 4096
 
@@ -177,10 +184,51 @@ static void guard_free(void *context, void *ptr, size_t nbytes) {
     if (guard_inspect(r, msg, (int)sizeof msg)) {
         if (guard_free_damaged++ == 0) snprintf(guard_free_msg, sizeof guard_free_msg, "on free: %s", msg);
     }
+    const bool quarantine = r->type != KV_DEVICE_CPU && d->added;
     pthread_mutex_unlock(&guard_lock);
+    if (quarantine && guard_fill(r, r->base, KV_GUARD_PATTERN, r->total) == KV_OK) {
+        pthread_mutex_lock(&guard_lock);
+        r->freed_gen = guard_freed_gen;
+        r->next = guard_freed;
+        guard_freed = r;
+        pthread_mutex_unlock(&guard_lock);
+        return;
+    }
     if (r->type == KV_DEVICE_CPU) free(r->base);
     else kv_allocator_free(d->inner, r->base, r->total);
     free(r);
+}
+
+int kv_guard_release_freed(bool all, char *msg, int cap) {
+    pthread_mutex_lock(&guard_lock);
+    /* The blocks to give back: all, or those freed before the last call;
+     * the rest stay kept. */
+    guard_rec *list = NULL, **keep = &guard_freed;
+    while (*keep != NULL) {
+        guard_rec *r = *keep;
+        if (all || r->freed_gen < guard_freed_gen) {
+            *keep = r->next;
+            r->next = list;
+            list = r;
+        } else {
+            keep = &r->next;
+        }
+    }
+    guard_freed_gen++;
+    pthread_mutex_unlock(&guard_lock);
+    int n = 0;
+    if (msg && cap > 0) msg[0] = '\0';
+    while (list != NULL) {
+        guard_rec *r = list;
+        list = r->next;
+        const size_t at = guard_scan(r, r->base, r->total);
+        if (at != r->total && at != (size_t)-1 && n++ == 0 && msg && cap > 0)
+            snprintf(msg, (size_t)cap, "a %zu-byte %s block was written after it was freed, at byte %td of it",
+                     r->nbytes, guard_where(r), (ptrdiff_t)at - KV_GUARD_REDZONE);
+        kv_allocator_free(guard_devs[r->type].inner, r->base, r->total);
+        free(r);
+    }
+    return n;
 }
 
 static const kv_allocator_iface guard_iface = { guard_alloc, guard_free };

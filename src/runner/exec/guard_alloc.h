@@ -65,5 +65,16 @@ int kv_guard_check_all(char *msg, int cap);
 /* Damaged blocks found when they were freed during this epoch; describes
  * the first. */
 int kv_guard_free_damage(char *msg, int cap);
+/* Backend blocks are not given back to the backend when freed while its
+ * device is guarded: they are filled with KV_GUARD_PATTERN and kept until
+ * this call, which reads each back, gives it back, and returns how many
+ * were written after they were freed (describing the first): a kernel
+ * that kept a pointer to an earlier call's tensor and wrote through it.
+ * `all`: every kept block; otherwise only those freed before the previous
+ * call, so that the memory check, calling it after each run, keeps one
+ * run's blocks through the next run (where a stale write lands) and holds
+ * the same amount at each of its heap and mapping counts. Call it with
+ * `all` before kv_guard_end. */
+int kv_guard_release_freed(bool all, char *msg, int cap);
 
 #endif

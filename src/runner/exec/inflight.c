@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "kv/backend.h"
-#include "runner/exec/fpenv.h"
+#include "backend/fpenv.h"
+#include "runner/exec/sigstate.h"
 
 static kv_inflight *g_slot;
 static pthread_t g_owner;
@@ -16,6 +17,15 @@ static kv_keyset g_excluded;
 static kv_fpenv g_fpenv_at[KV_INFLIGHT_DEPTH];
 static char g_fpenv_violation[640];
 static kv_key g_fpenv_key;
+/* Signal handlers and mask (runner/exec/sigstate.h), read around the
+ * first call of each op on each plugin backend in this worker: reading
+ * them costs system calls, so not around every call; a vendor runtime
+ * that installs a handler does so when it starts, on a first call. */
+#define INFLIGHT_SIG_OPS 4096 /* builtin op ids checked; past it, none */
+static kv_keyset g_plugin_keys;
+static unsigned char g_sig_seen[KV_BACKEND_KEY_COUNT][INFLIGHT_SIG_OPS];
+static int g_sig_depth = -1;
+static kv_sigstate g_sig_before;
 
 /* A kernel returned with another FP environment than it got: note the
  * first such kernel and put the environment back, so that nothing that
@@ -33,6 +43,26 @@ static void inflight_fpenv_changed(const kv_op *op, kv_key key, const kv_fpenv *
     kv_fpenv_restore(before);
 }
 
+/* A plugin kernel left a signal handler or the mask changed: noted like
+ * an FP environment change (the same slot), and put back. */
+static void inflight_signals_check(const kv_op *op, kv_key key) {
+    char what[160];
+    if (kv_sigstate_check_restore(&g_sig_before, what, (int)sizeof what) || g_fpenv_violation[0] != '\0') return;
+    snprintf(g_fpenv_violation, sizeof g_fpenv_violation,
+             "the %s kernel of %s changed %s and did not restore it (a kernel must leave signal handlers and the "
+             "signal mask as it found them)",
+             kv_op_name(op), kv_key_name(key), what);
+    g_fpenv_key = key;
+}
+
+static bool inflight_signals_first_call(const kv_op *op, kv_key key) {
+    if ((int)key < 0 || key >= KV_BACKEND_KEY_COUNT || !(g_plugin_keys & kv_keyset_of(key))) return false;
+    const int id = kv_op_builtin_id(op);
+    if (id < 0 || id >= INFLIGHT_SIG_OPS || g_sig_seen[key][id]) return false;
+    g_sig_seen[key][id] = 1;
+    return true;
+}
+
 /* Runs around every backend kernel: keep it cheap (no locks; the FP
  * environment reads are a few register reads). */
 static void inflight_observe(const kv_op *op, kv_key key, bool enter) {
@@ -45,12 +75,20 @@ static void inflight_observe(const kv_op *op, kv_key key, bool enter) {
             s->keys[d] = (int)key;
             g_fpenv_at[d] = kv_fpenv_read();
         }
+        if (g_sig_depth < 0 && inflight_signals_first_call(op, key)) {
+            kv_sigstate_read(&g_sig_before);
+            g_sig_depth = d;
+        }
         s->depth = d + 1;
     } else if (s->depth > 0) {
         const int d = s->depth - 1;
         if (d < KV_INFLIGHT_DEPTH) {
             const kv_fpenv now = kv_fpenv_read();
             if (!kv_fpenv_equal(&now, &g_fpenv_at[d])) inflight_fpenv_changed(op, key, &g_fpenv_at[d], &now);
+        }
+        if (d == g_sig_depth) {
+            inflight_signals_check(op, key);
+            g_sig_depth = -1;
         }
         s->depth = d;
     }
@@ -80,6 +118,12 @@ static void inflight_observe_mem(kv_device_type t, kv_backend_mem_op op, bool en
 void kv_inflight_attach(kv_inflight *slot) {
     g_slot = slot;
     g_owner = pthread_self();
+    g_plugin_keys = 0;
+    for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++)
+        if (k != KV_KEY_CPU && k != KV_KEY_ACCEL && kv_backend_available((kv_device_type)k))
+            g_plugin_keys |= kv_keyset_of((kv_key)k);
+    memset(g_sig_seen, 0, sizeof g_sig_seen);
+    g_sig_depth = -1;
     kv_dispatch_set_kernel_observer(slot ? inflight_observe : NULL);
     kv_backend_set_mem_observer(slot ? inflight_observe_mem : NULL);
     kv_inflight_reset();
@@ -88,6 +132,7 @@ void kv_inflight_attach(kv_inflight *slot) {
 void kv_inflight_reset(void) {
     if (g_slot == NULL) return;
     g_slot->depth = 0;
+    g_sig_depth = -1;
     g_slot->mem_op = KV_BACKEND_MEM_NONE;
     g_slot->vm_mib_at_death = 0;
     g_slot->check[0] = '\0';

@@ -46,9 +46,11 @@ void kv_inflight_set_check(const char *check);
 void kv_inflight_set_variant(const char *variant);
 
 /* Whether a backend kernel this worker called since the last take
- * returned with a changed FP environment (runner/exec/fpenv.h); the
- * message names the first such kernel and the change, key its backend. The environment
- * itself was put back when that kernel returned. */
+ * returned with a changed FP environment (backend/fpenv.h), or, on its
+ * first call of an op, with changed signal handlers or signal mask
+ * (runner/exec/sigstate.h); the message names the first such kernel and
+ * the change, key its backend. Either was put back when that kernel
+ * returned. */
 bool kv_inflight_take_fpenv_violation(char *buf, int cap, kv_key *key);
 
 /* Backend keys the checks must leave out in this process (0: none). */

@@ -4,6 +4,7 @@
 
 #include "runner/check/check.h"
 #include "runner/exec/inflight.h"
+#include "runner/exec/input_guard.h"
 
 kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_case_outputs *out) {
     if (out == NULL) return kv_error(KV_ERR_INVALID_ARG, "invoke: argument 'out': NULL");
@@ -31,17 +32,23 @@ kv_status kv_case_invoke(const kv_op *op, kv_case_inputs *in, kv_keyset ks, kv_c
         if (s != KV_OK) return s;
     }
     const int nreturns = sch != NULL ? kv_schema_return_count(sch, &st) : -1;
+    kv_input_snap snap;
+    kv_input_guard_take(op, in, &snap);
     kv_error_clear();
     const kv_status s0 = ks ? kv_redispatch(op, ks, &st) : kv_call(op, &st);
     /* A kernel that left the FP environment changed fails this call, by
-     * name; inflight.c already put the environment back. */
-    char fpenv[640];
+     * name; inflight.c already put the environment back. So does one that
+     * changed or released an input (input_guard.c put it back). */
+    char fpenv[640], inputs[640];
     const bool fpenv_changed = kv_inflight_take_fpenv_violation(fpenv, (int)sizeof fpenv, NULL);
-    if (fpenv_changed && s0 == KV_OK) {
+    const bool inputs_broken = !kv_input_guard_check(op, ks, &snap, inputs, (int)sizeof inputs);
+    if ((fpenv_changed || inputs_broken) && s0 == KV_OK) {
         for (int i = 0; i < st.size; i++)
             if (st.slots[i].tag == KV_IV_TENSOR) kv_tensor_release(st.slots[i].v.tensor);
     }
-    const kv_status s = fpenv_changed ? kv_error(KV_ERR_INTERNAL, "%s", fpenv) : s0;
+    const kv_status s = fpenv_changed   ? kv_error(KV_ERR_INTERNAL, "%s", fpenv)
+                        : inputs_broken ? kv_error(KV_ERR_INTERNAL, "%s", inputs)
+                                        : s0;
     if (gen != NULL) {
         out->has_gen = true;
         out->gen_after = *gen;

@@ -24,7 +24,12 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <fenv.h>
+#include <errno.h>
+#include <signal.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "kv/backend.h"
 
@@ -68,6 +73,19 @@
 #define HOSTILE_MEM_MEMSET 36      /* memset ignores its byte (writes zeros) */
 #define HOSTILE_KERNEL_RACE 37     /* one static scratch buffer: not thread-safe */
 #define HOSTILE_KERNEL_MAPLEAK 38  /* maps a page per call, never unmaps it */
+/* Issue 22, seen from a stranger's side: what docs/plugin-abi.md forbids
+ * that the faults above do not reach. */
+#define HOSTILE_KERNEL_INPUTMETA 39 /* flattens its input 0 in place (sizes, strides) and leaves it so */
+#define HOSTILE_KERNEL_STALE 40    /* keeps a pointer to input 0; writes it on the next call */
+#define HOSTILE_KERNEL_FTZ 41      /* sets MXCSR's FTZ and DAZ bits and leaves them */
+#define HOSTILE_LOAD_FPENV 42      /* its entry point sets FTZ/DAZ (what -ffast-math's crtfastmath does) */
+#define HOSTILE_KERNEL_SIGNAL 43   /* installs a SIGSEGV handler and leaves it */
+#define HOSTILE_KERNEL_ERRNO 44    /* sets errno on every call (allowed: the row must pass) */
+#define HOSTILE_KERNEL_EXITZERO 45 /* exit(0), atexit handlers and all, half way */
+#define HOSTILE_LOAD_STDOUT 46     /* prints to stdout while loading */
+#define HOSTILE_KERNEL_SLOW2 47    /* hangs on its second call only */
+#define HOSTILE_KERNEL_REENTER 48  /* redispatches mul.Tensor to its own key: endless recursion */
+#define HOSTILE_KERNEL_RELEASE 49  /* releases input 0, which it does not own */
 
 #ifndef HOSTILE_FAULT
 #error "build with -DHOSTILE_FAULT=<n> (build.ninja)"
@@ -118,6 +136,17 @@ static const char *hostile_name(void) {
     case HOSTILE_MEM_MEMSET: return "hostile_mem_memset";
     case HOSTILE_KERNEL_RACE: return "hostile_kernel_race";
     case HOSTILE_KERNEL_MAPLEAK: return "hostile_kernel_mapleak";
+    case HOSTILE_KERNEL_INPUTMETA: return "hostile_kernel_inputmeta";
+    case HOSTILE_KERNEL_STALE: return "hostile_kernel_stale";
+    case HOSTILE_KERNEL_FTZ: return "hostile_kernel_ftz";
+    case HOSTILE_LOAD_FPENV: return "hostile_load_fpenv";
+    case HOSTILE_KERNEL_SIGNAL: return "hostile_kernel_signal";
+    case HOSTILE_KERNEL_ERRNO: return "hostile_kernel_errno";
+    case HOSTILE_KERNEL_EXITZERO: return "hostile_kernel_exitzero";
+    case HOSTILE_LOAD_STDOUT: return "hostile_load_stdout";
+    case HOSTILE_KERNEL_SLOW2: return "hostile_kernel_slow2";
+    case HOSTILE_KERNEL_REENTER: return "hostile_kernel_reenter";
+    case HOSTILE_KERNEL_RELEASE: return "hostile_kernel_release";
     default: return "hostile_unknown";
     }
 }
@@ -180,6 +209,22 @@ static kv_status mem_sync(void *ctx) {
     return KV_OK;
 }
 
+/* FTZ (bit 15) and DAZ (bit 6) of MXCSR: what a vendor library sets for
+ * speed; on other machines the rounding mode stands in for it. */
+static void hostile_set_ftz(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_setcsr(_mm_getcsr() | 0x8040u);
+#else
+    fesetround(FE_TOWARDZERO);
+#endif
+}
+
+/* A vendor runtime's crash handler: it swallows the crash. */
+static void hostile_on_segv(int sig) {
+    (void)sig;
+    _exit(0);
+}
+
 /* ---- kernels ---- */
 static bool mine(const kv_tensor *t, const kv_tensor *like) {
     return t->device.type == my_type && t->dtype == KV_F32 && host->tensor_is_contiguous(t) && t->ndim == like->ndim &&
@@ -234,6 +279,14 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
     const int64_t n = host->tensor_numel(a);
 
     if (fault == HOSTILE_KERNEL_SILENT) return KV_ERR_DEVICE; /* and no host->error: no message */
+    if (fault == HOSTILE_KERNEL_SLOW2 && hostile_calls == 1) hostile_hang();
+    if (fault == HOSTILE_KERNEL_STALE) {
+        /* The input of the previous call, kept past its return: written
+         * now, after the caller may have freed it. */
+        static float *kept;
+        if (kept != NULL) kept[0] = -1.0f;
+        kept = f32_data(a);
+    }
     if (fault == HOSTILE_KERNEL_NOISE) {
         printf("%s: stdout noise from %s, call %u\n", hostile_name(), name, hostile_calls);
         fflush(stdout);
@@ -294,6 +347,7 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
         if (i == n / 2 && fault == HOSTILE_KERNEL_HANG) hostile_hang();
         if (i == n / 2 && fault == HOSTILE_KERNEL_EXIT) _exit(0);
         if (i == n / 2 && fault == HOSTILE_KERNEL_ABORT) abort();
+        if (i == n / 2 && fault == HOSTILE_KERNEL_EXITZERO) exit(0);
         if (i == n - 1 && fault == HOSTILE_KERNEL_UNWRITTEN) break;
         const float v = is_mul ? x[i] * y[i] : x[i] + alpha * y[i];
         if (as_f64) z64[i] = v;
@@ -303,6 +357,18 @@ static kv_status binary(const char *name, bool is_mul, kv_stack *stack) {
     if (fault == HOSTILE_KERNEL_UNDERRUN) z[-1] = -1.0f;
     if (fault == HOSTILE_KERNEL_DEVINDEX) out->device.index = 1; /* its memory stays device 0's */
     if (fault == HOSTILE_KERNEL_FPENV) fesetround(FE_TOWARDZERO);
+    if (fault == HOSTILE_KERNEL_FTZ) hostile_set_ftz();
+    if (fault == HOSTILE_KERNEL_SIGNAL) signal(SIGSEGV, hostile_on_segv);
+    if (fault == HOSTILE_KERNEL_ERRNO) errno = EIO;
+    if (fault == HOSTILE_KERNEL_INPUTMETA && a->ndim > 1) {
+        /* "Viewed as 1-D" by writing the caller's tensor: same storage,
+         * same values, another shape. */
+        kv_tensor *w = (kv_tensor *)a;
+        w->sizes[0] = n;
+        w->strides[0] = 1;
+        w->ndim = 1;
+    }
+    if (fault == HOSTILE_KERNEL_RELEASE) host->tensor_release((kv_tensor *)a);
     if (fault == HOSTILE_KERNEL_FDLEAK) (void)open("/dev/null", O_RDONLY | O_CLOEXEC); /* never closed */
     if (fault == HOSTILE_KERNEL_MAPLEAK) {
         /* A page of /dev/zero (a file mapping merges with no neighbour):
@@ -334,8 +400,10 @@ static kv_status k_add(const kv_op *op, kv_keyset ks, kv_stack *stack) {
     return binary("add.Tensor", false, stack);
 }
 static kv_status k_mul(const kv_op *op, kv_keyset ks, kv_stack *stack) {
-    (void)op;
     (void)ks;
+    /* "Falls back" to the dispatcher for its own op on its own key. */
+    if (HOSTILE_FAULT == HOSTILE_KERNEL_REENTER) return host->redispatch(op, kv_keyset_of((kv_key)my_type), stack);
+    (void)op;
     return binary("mul.Tensor", true, stack);
 }
 
@@ -359,6 +427,10 @@ static kv_status k_cpu_mul(const kv_op *op, kv_keyset ks, kv_stack *stack) {
 static kv_status reg(void *ctx, kv_device_type type) {
     (void)ctx;
     my_type = type;
+    if (HOSTILE_FAULT == HOSTILE_LOAD_STDOUT) {
+        printf("%s: registering kernels\n", hostile_name());
+        fflush(stdout);
+    }
     /* Every other op runs the host reference on copies of its memory (as
      * CUDA does for ops it lacks), so a case on this backend as the accel
      * target gets as far as the backward passes that call its mul.Tensor;
@@ -396,6 +468,11 @@ KV_BACKEND_EXPORT int HOSTILE_ENTRY(kv_backend_desc *desc, int abi_version) {
     desc->abi_version = KV_BACKEND_ABI_VERSION;
     if (abi_version != KV_BACKEND_ABI_VERSION) return -1;
     host = desc->host;
+    if (HOSTILE_FAULT == HOSTILE_LOAD_FPENV) hostile_set_ftz();
+    if (HOSTILE_FAULT == HOSTILE_LOAD_STDOUT) {
+        printf("%s: hello from the entry point\n", hostile_name());
+        fflush(stdout);
+    }
     snprintf(desc->name, sizeof desc->name, "%s", hostile_name());
     snprintf(desc->version, sizeof desc->version, "kvsuite hostile test plugin, fault %d", HOSTILE_FAULT);
     /* A driver that failed to initialise, after saying who it is. */

@@ -1,6 +1,6 @@
-/* The floating-point environment (runner/exec/fpenv.h). */
+/* The floating-point environment (backend/fpenv.h). */
 #define _GNU_SOURCE /* fegetexcept, feenableexcept */
-#include "runner/exec/fpenv.h"
+#include "backend/fpenv.h"
 
 #include <fenv.h>
 #include <stdio.h>
