@@ -111,6 +111,23 @@ static void test_nan_not_propagated(void **state) {
     expect_then_silence(&f, "NaN not propagated (2 of 64", 2);
 }
 
+/* The same NaN truth over an empty input is the op's value there (a mean
+ * of no elements), not a NaN operand lost: the row says which. */
+static void test_empty_reduction(void **state) {
+    (void)state;
+    fixture f;
+    fx_init(&f, KV_F32);
+    fx_set(&f, 0, 0x7FC00000u, 0u);
+    fx_set(&f, 1, 0x7FC00000u, 0u);
+    f.in.empty_input = true;
+    assert_string_equal(fx_run(&f), "a number where the op over no elements is NaN (2 of 64: an input is empty, and the "
+                                    "truth there is NaN, as a mean's 0/0)");
+    f.in.empty_input = false;
+    assert_string_equal(fx_run(&f), "NaN not propagated (2 of 64: a number where the truth is NaN)");
+    f.in.empty_input = true;
+    expect_then_silence(&f, "a number where the op over no elements is NaN", 2);
+}
+
 static void test_overflow(void **state) {
     (void)state;
     fixture f;
@@ -127,6 +144,60 @@ static void test_signed_zero(void **state) {
     fx_set(&f, 10, 0x8000u, 0x0000u);
     fx_set(&f, 11, 0x0000u, 0x8000u);
     expect_then_silence(&f, "sign of zero wrong (2 of 64", 2);
+}
+
+/* A kernel that loses a negative input's sign (pow(|x|, e) for an odd
+ * e): every mismatch is the truth negated, Inf included; ints too. */
+static void test_negated(void **state) {
+    (void)state;
+    fixture f;
+    fx_init(&f, KV_F32);
+    fx_set(&f, 5, 0xC1000000u, 0x41000000u); /* -8 for 8 */
+    fx_set(&f, 9, 0xFF800000u, 0x7F800000u); /* -Inf for +Inf */
+    assert_string_equal(fx_run(&f), "sign wrong (2 of 64: each the truth negated)");
+    expect_then_silence(&f, "sign wrong (2 of 64", 2);
+    fx_init(&f, KV_I64);
+    for (int k = 0; k < N; k++) f.e[k] = f.g[k] = (uint64_t)k;
+    fx_set(&f, 7, 7u, (uint64_t)(int64_t)-7);
+    fx_set(&f, 8, (uint64_t)(int64_t)-8, 8u);
+    assert_string_equal(fx_run(&f), "sign wrong (2 of 64: each the truth negated)");
+    fx_set(&f, 9, 9u, 10u);
+    assert_string_equal(fx_run(&f), "");
+    /* A NaN truth has no sign to flip: not this pattern. */
+    fx_init(&f, KV_F32);
+    fx_set(&f, 5, 0x7FC00000u, 0xFFC00000u);
+    fx_set(&f, 6, 0x41000000u, 0xC1000000u);
+    assert_string_equal(fx_run(&f), "");
+}
+
+/* A blocked loop off by one at its block starts: mismatches every g
+ * elements only; fewer than three, a scattered one, or too few of the
+ * sites wrong say nothing. */
+#define PN 1024
+static void test_periodic(void **state) {
+    (void)state;
+    static uint64_t e[PN], g[PN];
+    static uint8_t m[PN];
+    char buf[512];
+    for (int k = 0; k < PN; k++) e[k] = g[k] = 0x3F800000u + (uint64_t)k, m[k] = 0;
+    kv_classify_in in = { .dtype = KV_F32, .ndim = 1, .sizes = { PN }, .numel = PN, .expected = e, .got = g,
+                          .mismatched = m, .ninputs = 2 };
+    for (int k = 256; k < PN; k += 256) g[k] = e[k - 1] + 7, m[k] = 1;
+    kv_classify(&in, buf, (int)sizeof buf);
+    assert_string_equal(buf, "wrong only every 256 elements (3 of the 4 elements at 0 + j*256 wrong, every other "
+                             "element right: a block or thread-chunk boundary)");
+    g[768] = e[768], m[768] = 0; /* two: a gcd of anything */
+    kv_classify(&in, buf, (int)sizeof buf);
+    assert_string_equal(buf, "");
+    g[768] = e[767] + 7, m[768] = 1;
+    g[100] = e[100] + 9, m[100] = 1; /* a stray one: gcd 4 */
+    kv_classify(&in, buf, (int)sizeof buf);
+    assert_string_equal(buf, "");
+    g[100] = e[100], m[100] = 0;
+    for (int k = 0; k < PN; k++) g[k] = e[k], m[k] = 0;
+    for (int k = 64; k <= 192; k += 64) g[k] = e[k] + 3, m[k] = 1; /* 3 of 16 sites */
+    kv_classify(&in, buf, (int)sizeof buf);
+    assert_string_equal(buf, "");
 }
 
 static void test_flush_subnormals(void **state) {
@@ -172,6 +243,19 @@ static void test_tails(void **state) {
     tail_case(1, "wrong only in the last numel % 4 elements (numel 45, 1 of the last 1");
     tail_case(5, "wrong only in the last numel % 8 elements (numel 45, 5 of the last 5");
     tail_case(13, "wrong only in the last numel % 16 elements (numel 45, 13 of the last 13");
+    /* The last 2 of a [13, 2] output are its last row: a row-wise op
+     * (a norm) wrong in that row looks the same, so no tail is named. */
+    fixture f;
+    fx_init(&f, KV_F16);
+    f.in.numel = 26;
+    f.in.sizes[0] = 13;
+    f.in.sizes[1] = 2;
+    for (int k = 24; k < 26; k++) fx_set(&f, k, f.e[k], f.e[k] ^ 0x0200u);
+    assert_string_equal(fx_run(&f), "");
+    f.in.ndim = 1;
+    f.in.sizes[0] = 26;
+    assert_string_equal(fx_run(&f), "wrong only in the last numel % 4 elements (numel 26, 2 of the last 2 wrong, every element "
+                                    "before them right)");
 }
 
 static void test_stride0(void **state) {
@@ -184,6 +268,11 @@ static void test_stride0(void **state) {
     f.in.layouts[1] = KV_LAYOUT_BROADCAST;
     assert_string_equal(fx_run(&f), "wrong only for stride-0 inputs (input 1 is broadcast along dim 0; row 0 is "
                                     "right, 28 of 64 wrong past it: strides ignored)");
+    /* The broadcast input is not the output's shape (a norm's weight
+     * row): its stride 0 says nothing about the output's rows. */
+    f.in.input_other_shape[1] = true;
+    assert_string_equal(fx_run(&f), "");
+    f.in.input_other_shape[1] = false;
     fx_set(&f, 3, f.e[3], f.e[3] ^ 0x0100u);
     assert_string_equal(fx_run(&f), "");
 }
@@ -432,8 +521,11 @@ int main(void) {
         cmocka_unit_test(test_half_away),
         cmocka_unit_test(test_double_rounding),
         cmocka_unit_test(test_nan_not_propagated),
+        cmocka_unit_test(test_empty_reduction),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_signed_zero),
+        cmocka_unit_test(test_negated),
+        cmocka_unit_test(test_periodic),
         cmocka_unit_test(test_flush_subnormals),
         cmocka_unit_test(test_subnormal_inputs_as_zero),
         cmocka_unit_test(test_tails),

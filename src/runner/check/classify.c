@@ -79,6 +79,14 @@ static bool p_zero_sign(const kv_classify_in *in, cls_fmt f, int64_t k, void *u)
     return cls_zero(f, in->expected[k]) && cls_zero(f, in->got[k]) &&
            cls_sign(f, in->expected[k]) != cls_sign(f, in->got[k]);
 }
+/* The truth with its sign bit flipped (zeros excepted: p_zero_sign names
+ * those), for real floats; -truth for integers. */
+static bool p_negated(const kv_classify_in *in, cls_fmt f, int64_t k, void *u) {
+    (void)u;
+    const uint64_t e = in->expected[k], g = in->got[k];
+    if (f.man == 0) return (int64_t)e != 0 && (int64_t)e != INT64_MIN && (int64_t)g == -(int64_t)e;
+    return !cls_nan(f, e) && !cls_zero(f, e) && g == (e ^ 1ull << (f.width - 1));
+}
 static bool p_flush(const kv_classify_in *in, cls_fmt f, int64_t k, void *u) {
     (void)u;
     return cls_subnormal(f, in->expected[k]) && cls_zero(f, in->got[k]);
@@ -155,6 +163,14 @@ static int64_t cls_count(const kv_classify_in *in) {
     return m;
 }
 
+/* The last r elements are whole rows of the output (r a multiple of a
+ * last dim of at least 2): a kernel wrong in its last row (a norm or
+ * reduction over that row) is wrong there too, so the tail cannot be told
+ * from it. */
+static bool cls_whole_rows(const kv_classify_in *in, int64_t r) {
+    return in->ndim >= 2 && in->sizes[in->ndim - 1] >= 2 && r % in->sizes[in->ndim - 1] == 0;
+}
+
 /* The smallest vector width W in {4, 8, 16} with every mismatch inside the
  * last numel % W elements, at least half of them wrong, and at least two
  * full vectors before them: a loop whose remainder after the vector part
@@ -167,7 +183,7 @@ static int cls_tail_width(const kv_classify_in *in, int64_t m, int64_t *tail) {
         if (in->mismatched[k]) first = k;
     for (int i = 0; i < 3; i++) {
         const int64_t r = in->numel % widths[i];
-        if (r > 0 && in->numel - r >= 2 * widths[i] && first >= in->numel - r && 2 * m >= r) {
+        if (r > 0 && in->numel - r >= 2 * widths[i] && first >= in->numel - r && 2 * m >= r && !cls_whole_rows(in, r)) {
             *tail = r;
             return widths[i];
         }
@@ -175,9 +191,12 @@ static int cls_tail_width(const kv_classify_in *in, int64_t m, int64_t *tail) {
     return 0;
 }
 
+/* The first input in layout l whose shape is the output's: only there
+ * does output element k read the input's element k, which the position
+ * patterns below rely on. */
 static int cls_find_layout(const kv_classify_in *in, kv_layout l) {
     for (int i = 0; i < in->ninputs; i++)
-        if (in->layouts[i] == l) return i;
+        if (in->layouts[i] == l && !in->input_other_shape[i]) return i;
     return -1;
 }
 
@@ -234,6 +253,36 @@ static int64_t cls_shift(const kv_classify_in *in) {
     return 0;
 }
 
+/* A blocked or threaded loop wrong at its block boundaries: the
+ * mismatches lie at positions r + j*g only, for a stride g of at least
+ * CLS_PERIOD_MIN, with at least three of them and at least half of those
+ * positions wrong. g is the gcd of the distances between mismatches, so a
+ * few scattered errors give a small g (three random positions share a
+ * gcd >= 64 with probability about 1/64^2) and fit no period. 0 when none;
+ * *first gets r, *sites the number of positions r + j*g in the output. */
+#define CLS_PERIOD_MIN 64 /* past every vector width the tail pattern knows (16) */
+static int64_t cls_gcd(int64_t a, int64_t b) {
+    while (b != 0) {
+        const int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+static int64_t cls_period(const kv_classify_in *in, int64_t m, int64_t *first, int64_t *sites) {
+    if (m < 3) return 0;
+    int64_t k0 = -1, g = 0;
+    for (int64_t k = 0; k < in->numel; k++) {
+        if (!in->mismatched[k]) continue;
+        if (k0 < 0) k0 = k;
+        else g = cls_gcd(g, k - k0);
+    }
+    if (g < CLS_PERIOD_MIN) return 0;
+    *first = k0 % g;
+    *sites = (in->numel - 1 - *first) / g + 1;
+    return 2 * m >= *sites ? g : 0;
+}
+
 /* Out is input N itself (--out=@N) and the first element written is right
  * but at least half of those after it are wrong: a kernel that reads an
  * input element after writing the output element stored over it. The
@@ -247,6 +296,20 @@ static bool cls_out_alias(const kv_classify_in *in, int64_t m) {
 
 /* ---- the diagnosis ---- */
 
+/* Last of all, for every dtype: a position pattern without a layout to
+ * point at, which the value patterns above name more exactly when they
+ * fit (a rounding bug only at block boundaries reads as the rounding). */
+static int cls_periodic(const kv_classify_in *in, int64_t m, char *buf, int cap) {
+    int64_t first = 0, sites = 0;
+    const int64_t period = cls_period(in, m, &first, &sites);
+    if (period > 0)
+        return snprintf(buf, (size_t)cap,
+                        "wrong only every %" PRId64 " elements (%" PRId64 " of the %" PRId64 " elements at %" PRId64
+                        " + j*%" PRId64 " wrong, every other element right: a block or thread-chunk boundary)",
+                        period, m, sites, first, period);
+    return 0;
+}
+
 int kv_classify(const kv_classify_in *in, char *buf, int cap) {
     if (cap > 0) buf[0] = '\0';
     const int64_t m = cls_count(in);
@@ -254,6 +317,11 @@ int kv_classify(const kv_classify_in *in, char *buf, int cap) {
     const int64_t n = in->numel;
     cls_fmt f = { 64, 0 };
     const bool fl = cls_float_fmt(in->dtype, &f);
+    if (fl && in->empty_input && cls_all(in, f, p_nan_lost, NULL))
+        return snprintf(buf, (size_t)cap,
+                        "a number where the op over no elements is NaN (%" PRId64 " of %" PRId64
+                        ": an input is empty, and the truth there is NaN, as a mean's 0/0)",
+                        m, n);
     if (fl && cls_all(in, f, p_nan_lost, NULL))
         return snprintf(buf, (size_t)cap, "NaN not propagated (%" PRId64 " of %" PRId64 ": a number where the truth is NaN)",
                         m, n);
@@ -263,6 +331,8 @@ int kv_classify(const kv_classify_in *in, char *buf, int cap) {
                         m, n);
     if (fl && cls_all(in, f, p_zero_sign, NULL))
         return snprintf(buf, (size_t)cap, "sign of zero wrong (%" PRId64 " of %" PRId64 ": -0 for +0 or +0 for -0)", m, n);
+    if (cls_all(in, f, p_negated, NULL))
+        return snprintf(buf, (size_t)cap, "sign wrong (%" PRId64 " of %" PRId64 ": each the truth negated)", m, n);
     /* A flushed output and a zeroed input look alike where a subnormal
      * input makes a subnormal result: name the one the evidence singles
      * out, both when nothing does. */
@@ -317,7 +387,7 @@ int kv_classify(const kv_classify_in *in, char *buf, int cap) {
             in->dtype != KV_I8 && in->dtype != KV_U8 && cls_all(in, f, p_int_wrap32, NULL))
             return snprintf(buf, (size_t)cap,
                             "wraps to 32 bits (%" PRId64 " of %" PRId64 ", each the truth modulo 2^32)", m, n);
-        return 0;
+        return cls_periodic(in, m, buf, cap);
     }
     if (cls_all(in, f, p_toward_zero, NULL))
         return snprintf(buf, (size_t)cap, "rounds toward zero (%" PRId64 " of %" PRId64 ", every error toward zero)", m, n);
@@ -346,5 +416,5 @@ int kv_classify(const kv_classify_in *in, char *buf, int cap) {
                         " past the bound of an f32 accumulator, every one within the bound of a sum kept in %s)",
                         dn, m, n, dn);
     }
-    return 0;
+    return cls_periodic(in, m, buf, cap);
 }

@@ -8,6 +8,7 @@
 #ifndef KV_RUNNER_CLASSIFY_H
 #define KV_RUNNER_CLASSIFY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "runner/case/case.h"
@@ -26,6 +27,10 @@ typedef struct kv_classify_in {
     const uint8_t *input_subnormal;
     int ninputs;
     kv_layout layouts[KV_CASE_MAX_INPUTS];
+    /* Input i's shape is not the output's (a norm's weight, a broadcast
+     * operand): its layout says nothing about which output elements read
+     * which stored ones, so the position patterns pass it over. */
+    bool input_other_shape[KV_CASE_MAX_INPUTS];
     /* Optional (NULL when not computed): the truth with one argument at
      * its neutral value (alt_what: "alpha", whose neutral value is 1),
      * patterned like expected, for "ignores alpha". */
@@ -42,6 +47,10 @@ typedef struct kv_classify_in {
      * element is within the bound a norm whose variance is E[x^2] - m^2
      * in working precision meets (kv_tol_bounds_one_pass). */
     const uint8_t *within_one_pass;
+    /* An input of the case has no elements while the output has some: a
+     * reduction over nothing, whose NaN truth (a mean's 0/0) is the op's
+     * value there, not a NaN the kernel failed to carry through. */
+    bool empty_input;
 } kv_classify_in;
 
 /* Writes the diagnosis ("rounds toward zero (3 of 64, every error toward

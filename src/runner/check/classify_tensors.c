@@ -116,6 +116,11 @@ int kv_classify_compare(const kv_case *c, const kv_case_inputs *in, const kv_ten
             for (int64_t k = 0; k < n; k++) onep[k] = !onep[k];
             ci.within_one_pass = onep;
         }
+        for (int i = 0; in != NULL && i < in->ntensors; i++) {
+            if (in->tensors[i] != NULL && kv_tensor_numel(in->tensors[i]) == 0) ci.empty_input = true;
+            if (i < KV_CASE_MAX_INPUTS)
+                ci.input_other_shape[i] = in->tensors[i] == NULL || !kv_same_shape(in->tensors[i], expected);
+        }
         uint64_t *tmp = malloc(sizeof *tmp * (size_t)n);
         if (tmp != NULL && ct_input_subnormal(in, expected, tmp, sub)) ci.input_subnormal = sub;
         free(tmp);
