@@ -729,6 +729,78 @@ static void test_addmm(void **state) {
 
 /* ---- softmax ---- */
 
+/* The floating mm/addmm's bits: every output is the products added from
+ * k = 0 up in one f64 accumulator, alpha and beta*self applied in f64, one
+ * rounding on store (the reference's stated order, which its widened fast
+ * path must keep). Magnitudes spread over 2^-40..2^30 with both signs
+ * (f16: 2^-20..2^15), so another order rounds differently; b is a
+ * transposed view. */
+static double mm_elem(const kv_tensor *t, int64_t i, int64_t j) {
+    const char *p = (const char *)kv_tensor_data(t) +
+                    (i * t->strides[0] + j * t->strides[1]) * (int64_t)kv_dtype_size(t->dtype);
+    if (t->dtype == KV_F16) return kv_f16_to_f32(*(const kv_f16 *)p);
+    if (t->dtype == KV_BF16) return kv_bf16_to_f32(*(const kv_bf16 *)p);
+    if (t->dtype == KV_F32) return *(const float *)p;
+    assert_int_equal(t->dtype, KV_F64);
+    return *(const double *)p;
+}
+
+static void expect_rounded(const kv_tensor *r, int64_t lin, double v) {
+    const char *p = (const char *)kv_tensor_data(r) + lin * (int64_t)kv_dtype_size(r->dtype);
+    if (r->dtype == KV_F16) {
+        assert_int_equal(*(const kv_f16 *)p, kv_f64_to_f16(v));
+    } else if (r->dtype == KV_BF16) {
+        assert_int_equal(*(const kv_bf16 *)p, kv_f64_to_bf16(v));
+    } else if (r->dtype == KV_F32) {
+        const float f = (float)v;
+        assert_memory_equal(p, &f, sizeof f);
+    } else {
+        assert_int_equal(r->dtype, KV_F64);
+        assert_memory_equal(p, &v, sizeof v);
+    }
+}
+
+static void test_mm_sum_order_bits(void **state) {
+    (void)state;
+    enum { N = 4, K = 23, M = 5 };
+    const kv_dtype dts[] = { KV_F64, KV_F32, KV_F16, KV_BF16 };
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        double av[N * K], bv[M * K], sv[M];
+        for (int i = 0; i < N * K + M * K + M; i++) {
+            x = x * 6364136223846793005u + 1442695040888963407u;
+            /* f16 keeps 2^-20..2^15 (under its 65504); products then span
+             * 70 bits and more, past f64's 53: the sums round. */
+            const int e = dts[d] == KV_F16 ? (int)((x >> 20) % 26) - 20 : (int)((x >> 20) % 61) - 40;
+            const double v = ldexp((double)(int)((x >> 33) % 2001) - 1000.0, e);
+            if (i < N * K) av[i] = v;
+            else if (i < N * K + M * K) bv[i - N * K] = v;
+            else sv[i - N * K - M * K] = v;
+        }
+        kv_tensor *a = mk(dts[d], SZ(N, K), 2, av);
+        kv_tensor *bt = mk(dts[d], SZ(M, K), 2, bv);
+        kv_tensor *b = tview(bt);
+        kv_tensor *self = mk(dts[d], SZ(M), 1, sv);
+        kv_tensor *r, *r2;
+        assert_int_equal(call_mm("mm", a, b, &r), KV_OK);
+        assert_int_equal(call_addmm(self, a, b, kv_scalar_double(-2.0), kv_scalar_double(3.0), &r2), KV_OK);
+        for (int64_t i = 0; i < N; i++) {
+            for (int64_t j = 0; j < M; j++) {
+                double acc = 0.0;
+                for (int64_t p = 0; p < K; p++) acc = acc + mm_elem(a, i, p) * mm_elem(b, p, j);
+                expect_rounded(r, i * M + j, acc);
+                expect_rounded(r2, i * M + j, -2.0 * at(self, j) + 3.0 * acc);
+            }
+        }
+        kv_tensor_release(r);
+        kv_tensor_release(r2);
+        kv_tensor_release(self);
+        kv_tensor_release(b);
+        kv_tensor_release(bt);
+        kv_tensor_release(a);
+    }
+}
+
 static void test_softmax(void **state) {
     (void)state;
     const double l2 = log(2.0);
@@ -1047,6 +1119,7 @@ int main(void) {
         T(test_mm_errors),
         T(test_bmm),
         T(test_addmm),
+        T(test_mm_sum_order_bits),
         T(test_softmax),
         T(test_softmax_errors),
         T(test_layer_norm_exact),
