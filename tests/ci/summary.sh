@@ -29,6 +29,15 @@ lines=$(sed -n '/^== short summary/,$p' "$T/out" | wc -l)
 grep -q "^== failed cases (the first 15 of 40; failures.txt lists all):$" "$T/out" &&
     ok "the first 15 of 40 failing rows, the rest in failures.txt" || bad "no case limit line"
 grep -q "$(printf '\033')" "$T/out" && bad "colour in a pipe" || ok "no colour in a pipe"
+# A plugin as the accel target: its rows are on backend "accel" (the
+# slot), and both the problem block and the summary name the plugin.
+ZOO=$(dirname "$KVRUN")/tests/plugins/zoo/libzoo_bcast_col.so
+$KVRUN --backend="$ZOO" --accel-target=zoo_bcast_col --op=add.Tensor --dtype=f32 --shape=4x5:4x1 --fill=exact \
+    --device=accel --check=variants --report-dir="$T/r4" >"$T/acc" 2>&1
+grep -q "check=variants:Accel backend=accel (the accel target: zoo_bcast_col) dtype=f32" "$T/acc" &&
+    grep -q "^FAIL  add.Tensor variants:Accel (the accel target: zoo_bcast_col): 1 case" "$T/acc" &&
+    ok "a failing accel-target row names the plugin, in its block and in the summary" ||
+    { bad "the accel target's plugin is not named"; grep -v cuda "$T/acc" | tail -8 | sed 's/^/     | /'; }
 # At a terminal (script(1) gives one): colour, unless NO_COLOR is set.
 if command -v script >/dev/null 2>&1; then
     script -qec "$KVRUN --op=neg --dtype=f32 --shape=4x5 --fill=exact --expect=shape --report-dir=$T/r3 -q" /dev/null \

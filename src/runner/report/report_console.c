@@ -21,10 +21,19 @@ static void put_text(FILE *out, const char *s) {
     }
 }
 
-void kv_report_put_problem(FILE *out, const kv_check_result *r) {
+const char *kv_report_accel_blame(const kv_check_result *r, const char *accel_target) {
+    return accel_target != NULL && accel_target[0] && strcmp(accel_target, "none") != 0 &&
+                   strcmp(r->backend, "accel") == 0
+               ? accel_target
+               : NULL;
+}
+
+void kv_report_put_problem(FILE *out, const kv_check_result *r, const char *accel_target) {
     fprintf(out, "%-7s %s\n", kv_result_status_name(r->status), r->case_id);
-    fprintf(out, INDENT "check=%s backend=%s dtype=%s (%.3f s)\n", r->check, r->backend,
-            kv_dtype_name(r->dtype), r->seconds);
+    const char *target = kv_report_accel_blame(r, accel_target);
+    fprintf(out, INDENT "check=%s backend=%s%s%s%s dtype=%s (%.3f s)\n", r->check, r->backend,
+            target ? " (the accel target: " : "", target ? target : "", target ? ")" : "", kv_dtype_name(r->dtype),
+            r->seconds);
     if (r->status == KV_RESULT_XPASS && !r->message[0]) {
         fputs(INDENT "passed, but the baseline expects it to fail: the baseline entry is stale\n", out);
     }
@@ -178,6 +187,7 @@ void kv_report_console_agg(FILE *out, const kv_report_agg *a, const kv_report_me
     const int64_t *c = a->counts;
     const kv_result_list *kept = &a->kept;
     const int n = kept->n;
+    const char *accel = meta ? meta->accel_target : NULL;
     if (a->nrows == 0) fputs("== no results: the run selected no cases\n", out);
 
     /* Flakes before the problems: they passed in the end, but each one is
@@ -186,14 +196,14 @@ void kv_report_console_agg(FILE *out, const kv_report_agg *a, const kv_report_me
         fprintf(out, "== %lld flaky (failed, then passed on a retry; %s):\n", (long long)c[KV_RESULT_FLAKY],
                 meta && meta->flaky_fail ? "--flaky=fail: the run fails" : "--flaky=fail would fail the run");
         for (int i = 0; i < n; i++)
-            if (kept->items[i].status == KV_RESULT_FLAKY) kv_report_put_problem(out, &kept->items[i]);
+            if (kept->items[i].status == KV_RESULT_FLAKY) kv_report_put_problem(out, &kept->items[i], accel);
     }
     int64_t nbad = 0;
     for (int i = 0; i < n; i++) nbad += kv_result_status_is_bad(kept->items[i].status);
     if (nbad > 0) {
         fprintf(out, "== %lld problem%s:\n", (long long)nbad, nbad == 1 ? "" : "s");
         for (int i = 0; i < n; i++)
-            if (kv_result_status_is_bad(kept->items[i].status)) kv_report_put_problem(out, &kept->items[i]);
+            if (kv_result_status_is_bad(kept->items[i].status)) kv_report_put_problem(out, &kept->items[i], accel);
     }
     put_outputs(out, a);
     if (c[KV_RESULT_XPASS] > 0)
@@ -216,7 +226,7 @@ void kv_report_console_agg(FILE *out, const kv_report_agg *a, const kv_report_me
         kv_report_hits_format(&a->hits[g], line, (int)sizeof line);
         fprintf(out, "== fast-path hit rate, %s\n", line);
     }
-    kv_report_short_summary(out, kept);
+    kv_report_short_summary(out, kept, accel);
     /* FLAKY only when there is one: the line stays what scripts grep. */
     for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++)
         if (s != KV_RESULT_FLAKY || c[s] > 0)

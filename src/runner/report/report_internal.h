@@ -56,12 +56,18 @@ int kv_report_utf8_decode(const char *s, uint32_t *cp);
 void kv_report_put_escaped(FILE *f, const char *s, bool attr);
 
 /* The console block of one result (status and case ID, check, message,
- * mismatches, repro), which JUnit reuses as its failure text. */
-void kv_report_put_problem(FILE *out, const kv_check_result *r);
+ * mismatches, repro), which JUnit reuses as its failure text. A row on
+ * backend "accel" names ACCEL_TARGET (the run's, from meta.json; NULL or
+ * "" when not known): the plugin under test as the accel target is blamed
+ * by name, not by its slot. */
+void kv_report_put_problem(FILE *out, const kv_check_result *r, const char *accel_target);
 /* report_short.c: the grouped short summary of the failing rows among
  * `kept`, the console's last block before the counts; nothing when none
- * fails. */
-void kv_report_short_summary(FILE *out, const kv_result_list *kept);
+ * fails. ACCEL_TARGET as for kv_report_put_problem. */
+void kv_report_short_summary(FILE *out, const kv_result_list *kept, const char *accel_target);
+/* The accel target worth naming for row R: ACCEL_TARGET when R is on
+ * backend "accel" and the target is known, else NULL. */
+const char *kv_report_accel_blame(const kv_check_result *r, const char *accel_target);
 /* Whether `out` gets ANSI colour: a terminal, and NO_COLOR unset or empty
  * (no-color.org). */
 bool kv_report_use_color(FILE *out);

@@ -50,7 +50,7 @@ static void put_details(FILE *f, const kv_check_result *r) {
         kv_report_put_escaped(f, r->message, false);
         return;
     }
-    kv_report_put_problem(mem, r);
+    kv_report_put_problem(mem, r, NULL);
     fclose(mem);
     kv_report_put_escaped(f, text, false);
     free(text);

@@ -59,7 +59,7 @@ static void put_values(FILE *out, const char *what, const char vals[][KV_GROUP_V
     if (more > 0) fprintf(out, " (and more)");
 }
 
-void kv_report_short_summary(FILE *out, const kv_result_list *kept) {
+void kv_report_short_summary(FILE *out, const kv_result_list *kept, const char *accel_target) {
     kv_report_groups gs;
     if (kv_report_groups_of(kept, KV_SHORT_GROUPS, &gs) != KV_OK || gs.nbad == 0) {
         kv_report_groups_free(&gs);
@@ -74,6 +74,8 @@ void kv_report_short_summary(FILE *out, const kv_result_list *kept) {
         put_status(out, kv_report_group_worst(x), color);
         fprintf(out, " %s %s", x->first->op, x->first->check);
         if (strchr(x->first->check, ':') == NULL) fprintf(out, " on %s", x->first->backend);
+        const char *target = kv_report_accel_blame(x->first, accel_target);
+        if (target != NULL) fprintf(out, " (the accel target: %s)", target);
         fprintf(out, ": %lld case%s", (long long)x->rows, x->rows == 1 ? "" : "s");
         int kinds = 0;
         for (int s = 0; s < (int)KV_RESULT_STATUS_COUNT; s++) kinds += x->by_status[s] > 0;
