@@ -415,6 +415,27 @@ static void test_nonfinite_mismatches_named(void **state) {
     kv_tensor_release(tg);
 }
 
+/* A value negated is 2^31-odd ulps away through zero, a number that says
+ * nothing: max ulp covers the pairs whose signs agree, and the summary
+ * counts the others. A zero on either side is no sign error. */
+static void test_sign_mismatches_named(void **state) {
+    (void)state;
+    const int64_t sz[1] = { 4 };
+    const float e[4] = { 1.0f, 2.0f, -3.0f, 0.0f };
+    const float g[4] = { 1.0f, -2.0f, 3.0f, -0.5f };
+    kv_tensor *te = mk_f32(e, sz, 1), *tg = mk_f32(g, sz, 1);
+    kv_cmp_report rep;
+    assert_int_equal(kv_compare(te, tg, &BITWISE, NULL, &rep), KV_OK);
+    assert_int_equal(rep.mismatched, 3);
+    assert_int_equal(rep.sign_mismatched, 2);
+    char text[2048];
+    kv_cmp_report_summary(&rep, NULL, text, (int)sizeof text);
+    assert_string_equal(text, "3 of 4 elements differ (max abs err 6, max ulp 1.05696e+09 where the signs agree; 2 with "
+                              "the sign wrong)");
+    kv_tensor_release(te);
+    kv_tensor_release(tg);
+}
+
 /* ---- tolerance table ---- */
 
 static void test_unit_roundoff_and_gamma(void **state) {
@@ -759,6 +780,7 @@ int main(void) {
         cmocka_unit_test(test_equal_values_pass_with_nan_scale),
         cmocka_unit_test(test_bound_linear_scatter),
         cmocka_unit_test(test_nonfinite_mismatches_named),
+        cmocka_unit_test(test_sign_mismatches_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -264,6 +264,7 @@ static kv_status cmp_run(const kv_tensor *expected, const kv_tensor *got, const 
         const double bnd = bound ? bound[k] : 0.0;
         bool match = true;
         double abs_err = 0.0, ulps = 0.0;
+        bool sign_flip = false;
         if (is_int) {
             /* Integers and bools are exact in every implementation. */
             kv_cmp_rule exact = *rule;
@@ -274,6 +275,8 @@ static kv_status cmp_run(const kv_tensor *expected, const kv_tensor *got, const 
             ulps = dt == KV_BOOL ? -1.0 : o.ulps;
         } else {
             const double scale = cplx ? hypot(e.v[0], e.v[1]) : fabs(e.v[0]);
+            sign_flip = !cplx && isfinite(e.v[0]) && isfinite(g.v[0]) && e.v[0] != 0.0 && g.v[0] != 0.0 &&
+                        !signbit(e.v[0]) != !signbit(g.v[0]);
             for (int c = 0; c < (cplx ? 2 : 1); c++) {
                 const cmp_out o = cmp_float(rd, e.bits[c], e.v[c], g.bits[c], g.v[c], rule, scale, bnd);
                 match = match && o.match;
@@ -286,9 +289,10 @@ static kv_status cmp_run(const kv_tensor *expected, const kv_tensor *got, const 
         rep->compared++;
         if (mask != NULL) mask[k] = !match;
         if (isfinite(abs_err) && abs_err > rep->max_abs_err) rep->max_abs_err = abs_err;
-        if (!is_int && ulps > rep->max_ulps) rep->max_ulps = ulps;
+        if (!is_int && !sign_flip && ulps > rep->max_ulps) rep->max_ulps = ulps;
         if (!match) {
             rep->mismatched++;
+            rep->sign_mismatched += sign_flip;
             cmp_heat_add(&rep->heat, k);
             if (!isfinite(abs_err)) rep->nonfinite_mismatched++;
             if (rep->nmismatches < KV_RESULT_MAX_MISMATCHES) {
@@ -342,8 +346,11 @@ static int cmp_summary(const kv_cmp_report *rep, const char *what, char *buf, in
             what ? what : "", what ? ": " : "", rep->mismatched, rep->compared, rep->max_abs_err, rep->max_ulps);
     /* The maxima are over finite pairs only: an Inf against a NaN would
      * otherwise read "max abs err 0" beside a count of mismatches. */
+    if (rep->sign_mismatched > 0)
+        cmp_put(buf, cap, &n, " where the signs agree; %" PRId64 " with the sign wrong", rep->sign_mismatched);
     if (rep->nonfinite_mismatched > 0)
-        cmp_put(buf, cap, &n, " over finite pairs; %" PRId64 " with Inf or NaN", rep->nonfinite_mismatched);
+        cmp_put(buf, cap, &n, "%s; %" PRId64 " with Inf or NaN", rep->sign_mismatched > 0 ? "" : " over finite pairs",
+                rep->nonfinite_mismatched);
     cmp_put(buf, cap, &n, ")");
     return n;
 }

@@ -52,9 +52,14 @@ int kv_cmp_rule_format(const kv_cmp_rule *r, char *buf, int cap);
 typedef struct kv_cmp_report {
     int64_t compared, mismatched;
     double max_abs_err;         /* over elements where both values are finite */
-    double max_ulps;            /* over float elements where both are finite */
+    double max_ulps;            /* over float elements where both are finite and
+                                   the signs agree (or either is zero) */
     int64_t nonfinite_mismatched; /* mismatches with an Inf or NaN on either side,
                                      which the two maxima above cannot show */
+    /* Mismatches between nonzero finite values of opposite signs: the ulp
+     * count through zero between them is a number like 2^31 that says
+     * nothing, so max_ulps leaves them out and the summary counts them. */
+    int64_t sign_mismatched;
     int nmismatches;
     kv_mismatch mismatches[KV_RESULT_MAX_MISMATCHES];
     kv_heat heat;               /* where the mismatched ones are (result.h) */
