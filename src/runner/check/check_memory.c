@@ -39,6 +39,7 @@
 
 #include "kv/backend.h"
 #include "runner/check/check_util.h"
+#include "runner/check/row_select.h"
 #include "runner/exec/guard_alloc.h"
 #include "runner/exec/inflight.h"
 #include "runner/exec/sigstate.h"
@@ -555,12 +556,14 @@ void kv_check_memory_run(const kv_check_ctx *ctx) {
         return;
     }
     mem_target own = { c->device, 0, "" };
-    mem_row(ctx, &own, "memory");
+    /* --only-backend: a row that would be dropped is not run (row_select.h). */
+    if (kv_row_select_backend(kv_device_type_name(c->device.type))) mem_row(ctx, &own, "memory");
     if (c->device.type != KV_DEVICE_CPU) return;
     for (int k = 0; k < KV_BACKEND_KEY_COUNT; k++) {
         if (k == KV_KEY_CPU || k == KV_KEY_ACCEL || kv_allocator_for((kv_device_type)k) == NULL) continue;
         if (!mem_is_kernel_backend((kv_key)k) || kv_op_entry_kind(ctx->op, (kv_key)k) != KV_ENTRY_KERNEL) continue;
         if (kv_inflight_excluded() & kv_keyset_of((kv_key)k)) continue; /* it crashed this case: the rerun */
+        if (!kv_row_select_backend(kv_device_type_name((kv_device_type)k))) continue;
         mem_target tg = { { (kv_device_type)k, 0 }, kv_keyset_of((kv_key)k), "" };
         snprintf(tg.who, sizeof tg.who, "%s on %s: ", c->op, kv_key_name((kv_key)k));
         char check[48];
