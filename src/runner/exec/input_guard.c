@@ -6,6 +6,20 @@
 
 #include "runner/check/check_util.h"
 
+/* The geometry of a tensor (storage, sizes, strides, offset, dtype,
+ * device), the fields a kernel must leave as it found them. The snapshot
+ * and the restore both go through here; the reference count, autograd
+ * and lazy state are the tensor's own and are never copied. */
+static void guard_copy_geometry(kv_tensor *dst, const kv_tensor *src) {
+    dst->storage = src->storage;
+    dst->ndim = src->ndim;
+    memcpy(dst->sizes, src->sizes, sizeof dst->sizes);
+    memcpy(dst->strides, src->strides, sizeof dst->strides);
+    dst->offset = src->offset;
+    dst->dtype = src->dtype;
+    dst->device = src->device;
+}
+
 void kv_input_guard_take(const kv_op *op, const kv_case_inputs *in, kv_input_snap *s) {
     s->n = 0;
     for (int i = 0; i < in->nargs && s->n < KV_SCHEMA_MAX_ARGS; i++) {
@@ -22,13 +36,7 @@ void kv_input_guard_take(const kv_op *op, const kv_case_inputs *in, kv_input_sna
          * and read below as such. */
         kv_tensor *g = &s->geometry[k];
         memset(g, 0, sizeof *g);
-        g->storage = t->storage;
-        g->ndim = t->ndim;
-        memcpy(g->sizes, t->sizes, sizeof g->sizes);
-        memcpy(g->strides, t->strides, sizeof g->strides);
-        g->offset = t->offset;
-        g->dtype = t->dtype;
-        g->device = t->device;
+        guard_copy_geometry(g, t);
         kv_tensor_retain(t);
         s->refs[k] = atomic_load(&t->refcount);
     }
@@ -69,17 +77,6 @@ static bool guard_same_geometry(const kv_tensor *was, const kv_tensor *now) {
     return memcmp(was->sizes, now->sizes, n) == 0 && memcmp(was->strides, now->strides, n) == 0;
 }
 
-/* Puts the geometry back; the reference count, autograd and lazy state
- * are the tensor's own and stay. */
-static void guard_restore(kv_tensor *t, const kv_tensor *was) {
-    t->storage = was->storage;
-    t->ndim = was->ndim;
-    memcpy(t->sizes, was->sizes, sizeof t->sizes);
-    memcpy(t->strides, was->strides, sizeof t->strides);
-    t->offset = was->offset;
-    t->dtype = was->dtype;
-    t->device = was->device;
-}
 
 bool kv_input_guard_check(const kv_op *op, kv_keyset ks, kv_input_snap *s, char *msg, int cap) {
     const kv_schema *sch = kv_op_schema(op);
@@ -111,7 +108,7 @@ bool kv_input_guard_check(const kv_op *op, kv_keyset ks, kv_input_snap *s, char 
                          "%s changed argument '%s' in place and left it so: %s (a kernel must not change its inputs' "
                          "sizes, strides, offset, dtype, device or storage unless the schema marks them written)",
                          who, arg, what);
-            guard_restore(t, &s->geometry[k]);
+            guard_copy_geometry(t, &s->geometry[k]); /* put back: the caller uses it again */
             ok = false;
         }
         kv_tensor_release(t);
